@@ -1,0 +1,1 @@
+"""The broker process: server, request handlers, replica manager, config, metrics."""

@@ -1,0 +1,156 @@
+"""The broker: wires config, storage, coordinators and the network layer together.
+
+Owns start-up (log recovery off the event loop, leader-epoch bump, listeners), the background
+tasks (retention, checkpoints, time-based flush), and an orderly shutdown that leaves a clean
+shutdown marker so the next start skips recovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import struct
+import time
+
+import structlog
+
+from coordinator.controller.producer_ids import ProducerIdManager
+from coordinator.controller.store import MetadataStore
+from protocol import codec
+from protocol.api import API_VERSIONS_KEY, REGISTRY
+from protocol.errors import ErrorCode
+from storage.log_manager import LogManager
+
+from .config import BrokerConfig
+from .metrics import Metrics, serve_metrics
+from .replica_manager import ReplicaManager
+from .server import KafkaConnection
+
+log = structlog.get_logger("broker")
+
+METADATA_FILE = "__cluster_metadata.json"
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.host, self.port = config.advertised()
+        self.metrics = Metrics()
+        self.connections: set[KafkaConnection] = set()
+        self.log_manager = LogManager(config.log_dir)
+        self.metadata = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id)
+        self.replica_manager = ReplicaManager(self)
+        self.producer_ids = ProducerIdManager(self.metadata)
+        self.group_coordinator = None
+        self.server: asyncio.AbstractServer | None = None
+        self.metrics_server: asyncio.AbstractServer | None = None
+        self.tasks: list[asyncio.Task] = []
+        self.started_at = time.time()
+
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.cluster_id
+
+    async def start(self) -> None:
+        raise_open_file_limit()
+        self._write_meta_properties()
+        started = time.monotonic()
+        log.info("log_recovery_started", log_dir=self.config.log_dir,
+                 clean_shutdown=self.log_manager.had_clean_shutdown,
+                 partitions=len(self.log_manager.existing_partitions()))
+        self.metadata.elect_self_leader_everywhere()
+        await asyncio.to_thread(self.replica_manager.open_all)
+        self.log_manager.mark_unclean()
+        log.info("log_recovery_finished", partitions=len(self.replica_manager.partitions),
+                 seconds=round(time.monotonic() - started, 3))
+        from coordinator.group.coordinator import GroupCoordinator
+        self.group_coordinator = GroupCoordinator(self)
+        await self.group_coordinator.start()
+        bind_host, bind_port = self.config.listener()
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: KafkaConnection(self), bind_host or None,
+                                               bind_port, reuse_address=True, backlog=1024)
+        actual_port = self.server.sockets[0].getsockname()[1]
+        if self.port == 0:
+            self.port = actual_port
+        ml = self.config["metrics.listener"]
+        if ml:
+            mhost, _, mport = ml.rpartition(":")
+            try:
+                self.metrics_server = await serve_metrics(self.metrics, mhost or "127.0.0.1", int(mport))
+            except OSError as exc:
+                log.warning("metrics_listener_unavailable", listener=ml, error=str(exc))
+        self.tasks.append(loop.create_task(self._periodic(self._retention_pass,
+                                                          self.config["log.retention.check.interval.ms"])))
+        self.tasks.append(loop.create_task(self._periodic(self._checkpoint_pass,
+                                                          self.config["log.flush.offset.checkpoint.interval.ms"])))
+        self.tasks.append(loop.create_task(self._periodic(self._flush_pass, 1000)))
+        self.tasks.append(loop.create_task(self._periodic(self._gauge_pass, 5000)))
+        log.info("broker_started", node_id=self.node_id, listener=f"{bind_host}:{actual_port}",
+                 advertised=f"{self.host}:{self.port}", cluster_id=self.cluster_id,
+                 log_dir=self.config.log_dir)
+
+    def _write_meta_properties(self) -> None:
+        path = os.path.join(self.config.log_dir, "meta.properties")
+        with open(path + ".tmp", "w") as f:
+            f.write(f"version=1\ncluster.id={self.metadata.cluster_id}\nnode.id={self.node_id}\n")
+        os.replace(path + ".tmp", path)
+
+    async def _periodic(self, fn, interval_ms: int) -> None:
+        interval = max(interval_ms, 100) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await fn()
+            except Exception:
+                log.exception("background_task_failed", task=fn.__name__)
+
+    async def _retention_pass(self) -> None:
+        deleted = self.log_manager.apply_retention()
+        if deleted:
+            log.info("retention_deleted_segments", segments=deleted)
+
+    async def _checkpoint_pass(self) -> None:
+        await asyncio.to_thread(self.log_manager.checkpoint)
+
+    async def _flush_pass(self) -> None:
+        await self.replica_manager.flush()
+
+    async def _gauge_pass(self) -> None:
+        for (topic, p), part in self.replica_manager.partitions.items():
+            self.metrics.log_end_offset.labels(topic, str(p)).set(part.log.log_end_offset)
+            self.metrics.log_start_offset.labels(topic, str(p)).set(part.log.log_start_offset)
+
+    async def stop(self) -> None:
+        log.info("broker_stopping")
+        for task in self.tasks:
+            task.cancel()
+        if self.server is not None:
+            self.server.close()
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
+        await asyncio.to_thread(self.log_manager.close)
+        log.info("broker_stopped")
+
+    def unsupported_api_versions_response(self, correlation_id: int) -> bytes:
+        """ApiVersions in the v0 layout with UNSUPPORTED_VERSION and ApiVersions' own range."""
+        spec = REGISTRY[API_VERSIONS_KEY]
+        body = struct.pack(">hihhh", ErrorCode.unsupported_version, 1, API_VERSIONS_KEY,
+                           spec.min_version, spec.max_version)
+        return codec.frame_response(API_VERSIONS_KEY, 0, correlation_id, body)
+
+
+def raise_open_file_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            log.info("open_file_limit_raised", before=soft, after=hard)
+        except (ValueError, OSError) as exc:
+            log.warning("open_file_limit_unchanged", limit=soft, error=str(exc))

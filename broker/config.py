@@ -1,0 +1,303 @@
+"""Broker configuration: Kafka's property names, types and defaults.
+
+A bad value stops start-up with a one-line message naming the key; an unknown key gets a
+warning naming the closest known key (fatal with ``--strict-config``), so an existing
+server.properties with plugin keys still works. With no file, the values of Kafka's shipped
+single-node server.properties apply where Kafka's defaults assume three nodes (internal
+topics with replication factor 1, ``transaction.state.log.min.isr`` 1,
+``group.initial.rebalance.delay.ms`` 0).
+
+Differs from Kafka: keys for features not implemented yet (SASL, TLS, quotas, KRaft
+controller settings) are accepted and ignored, and say so in the start-up log.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+LONG_MAX = (1 << 63) - 1
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _bool(v: str) -> bool:
+    low = v.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    raise ValueError("expected true or false")
+
+
+def _list(v: str) -> list[str]:
+    return [x.strip() for x in v.split(",") if x.strip()]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    check: Callable[[Any], bool] | None = None
+    requirement: str = ""
+    ignored: bool = False  # accepted for compatibility, has no effect
+
+
+def _k(name, parse, default, check=None, requirement="", ignored=False) -> Key:
+    return Key(name, parse, default, check, requirement, ignored)
+
+
+def at_least(n):
+    return (lambda v: v is None or v >= n), f"must be >= {n}"
+
+
+def one_of(*values):
+    return (lambda v: v in values), "must be one of " + ", ".join(values)
+
+
+KEYS: dict[str, Key] = {k.name: k for k in [
+    _k("node.id", int, 1, *at_least(0)),
+    _k("broker.id", int, None, *at_least(-1)),
+    _k("listeners", str, "PLAINTEXT://localhost:9092"),
+    _k("advertised.listeners", str, None),
+    _k("listener.security.protocol.map", str, None, ignored=True),
+    _k("inter.broker.listener.name", str, None, ignored=True),
+    _k("controller.listener.names", str, None, ignored=True),
+    _k("controller.quorum.voters", str, None, ignored=True),
+    _k("controller.quorum.bootstrap.servers", str, None, ignored=True),
+    _k("process.roles", str, None, ignored=True),
+    _k("log.dirs", str, None),
+    _k("log.dir", str, "kbroker-data"),
+    _k("num.partitions", int, 1, *at_least(1)),
+    _k("default.replication.factor", int, 1, *at_least(1)),
+    _k("min.insync.replicas", int, 1, *at_least(1)),
+    _k("auto.create.topics.enable", _bool, True),
+    _k("delete.topic.enable", _bool, True),
+    _k("log.segment.bytes", int, 1073741824, *at_least(14)),
+    _k("log.roll.ms", int, None, *at_least(1)),
+    _k("log.roll.hours", int, 168, *at_least(1)),
+    _k("log.retention.ms", int, None),
+    _k("log.retention.minutes", int, None),
+    _k("log.retention.hours", int, 168),
+    _k("log.retention.bytes", int, -1),
+    _k("log.retention.check.interval.ms", int, 300000, *at_least(1)),
+    _k("log.index.interval.bytes", int, 4096, *at_least(0)),
+    _k("log.index.size.max.bytes", int, 10485760, *at_least(4), ignored=True),
+    _k("log.flush.interval.messages", int, LONG_MAX, *at_least(1)),
+    _k("log.flush.interval.ms", int, None, *at_least(0)),
+    _k("log.flush.scheduler.interval.ms", int, LONG_MAX, *at_least(0)),
+    _k("log.flush.offset.checkpoint.interval.ms", int, 60000, *at_least(0)),
+    _k("log.cleanup.policy", str, "delete", lambda v: set(_list(v)) <= {"delete", "compact"},
+       "must be delete, compact or both"),
+    _k("log.cleaner.enable", _bool, True),
+    _k("log.cleaner.threads", int, 1, *at_least(0), ignored=True),
+    _k("log.cleaner.backoff.ms", int, 15000, *at_least(0)),
+    _k("log.cleaner.delete.retention.ms", int, 86400000, *at_least(0)),
+    _k("log.cleaner.min.cleanable.ratio", float, 0.5, lambda v: 0 <= v <= 1, "must be in [0, 1]"),
+    _k("log.cleaner.min.compaction.lag.ms", int, 0, *at_least(0)),
+    _k("log.message.timestamp.type", str, "CreateTime", *one_of("CreateTime", "LogAppendTime")),
+    _k("message.max.bytes", int, 1048588, *at_least(0)),
+    _k("replica.fetch.max.bytes", int, 1048576, *at_least(0), ignored=True),
+    _k("socket.request.max.bytes", int, 104857600, *at_least(1)),
+    _k("socket.send.buffer.bytes", int, 102400, ignored=True),
+    _k("socket.receive.buffer.bytes", int, 102400, ignored=True),
+    _k("num.network.threads", int, 3, *at_least(1), ignored=True),
+    _k("num.io.threads", int, 8, *at_least(1), ignored=True),
+    _k("num.recovery.threads.per.data.dir", int, 2, *at_least(1), ignored=True),
+    _k("num.replica.fetchers", int, 1, ignored=True),
+    _k("connections.max.idle.ms", int, 600000, *at_least(1)),
+    _k("offsets.topic.num.partitions", int, 50, *at_least(1)),
+    _k("offsets.topic.replication.factor", int, 3, *at_least(1)),
+    _k("offsets.topic.segment.bytes", int, 104857600, *at_least(1)),
+    _k("offsets.retention.minutes", int, 10080, *at_least(1)),
+    _k("offsets.retention.check.interval.ms", int, 600000, *at_least(1)),
+    _k("offsets.commit.timeout.ms", int, 5000, *at_least(1)),
+    _k("offset.metadata.max.bytes", int, 4096, *at_least(0)),
+    _k("group.initial.rebalance.delay.ms", int, 3000, *at_least(0)),
+    _k("group.min.session.timeout.ms", int, 6000, *at_least(0)),
+    _k("group.max.session.timeout.ms", int, 1800000, *at_least(0)),
+    _k("group.max.size", int, 2147483647, *at_least(1)),
+    _k("transaction.state.log.num.partitions", int, 50, *at_least(1)),
+    _k("transaction.state.log.replication.factor", int, 3, *at_least(1)),
+    _k("transaction.state.log.min.isr", int, 2, *at_least(1)),
+    _k("transaction.state.log.segment.bytes", int, 104857600, *at_least(1)),
+    _k("transaction.max.timeout.ms", int, 900000, *at_least(1)),
+    _k("transactional.id.expiration.ms", int, 604800000, *at_least(1)),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000, *at_least(1)),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000, *at_least(1)),
+    _k("transaction.partition.verification.enable", _bool, True),
+    _k("producer.id.expiration.ms", int, 86400000, *at_least(1)),
+    _k("share.coordinator.state.topic.replication.factor", int, 3, ignored=True),
+    _k("share.coordinator.state.topic.min.isr", int, 2, ignored=True),
+    _k("unclean.leader.election.enable", _bool, False, ignored=True),
+    _k("metrics.listener", str, "127.0.0.1:9404"),
+    _k("log.format", str, "console", *one_of("console", "json")),
+]}
+
+# Kafka's shipped config/server.properties, where its defaults assume three brokers.
+SINGLE_NODE_DEFAULTS = {
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties: ``#``/``!`` comments, ``=``/``:``/space separators, ``\\`` continuations."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split_property(logical)
+        out[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        out[key] = value
+    return out
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    for i, ch in enumerate(line):
+        if ch in "=: \t":
+            key = line[:i]
+            rest = line[i:].lstrip(" \t")
+            if rest[:1] in ("=", ":") and ch in " \t":
+                rest = rest[1:].lstrip(" \t")
+            elif ch in "=:":
+                rest = line[i + 1 :].lstrip(" \t")
+            return key, rest
+    return line, ""
+
+
+class BrokerConfig:
+    """Typed view of the effective configuration."""
+
+    def __init__(self, values: dict[str, Any], unknown: list[str], ignored: list[str]) -> None:
+        self.values = values
+        self.unknown = unknown
+        self.ignored = ignored
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    # --- derived values ------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        bid = self.values.get("broker.id")
+        return bid if bid is not None and bid >= 0 else self.values["node.id"]
+
+    @property
+    def log_dir(self) -> str:
+        dirs = self.values.get("log.dirs")
+        return _list(dirs)[0] if dirs else self.values["log.dir"]
+
+    @property
+    def retention_ms(self) -> int:
+        v = self.values
+        if v.get("log.retention.ms") is not None:
+            return v["log.retention.ms"]
+        if v.get("log.retention.minutes") is not None:
+            return v["log.retention.minutes"] * 60_000
+        return v["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        v = self.values
+        return v["log.roll.ms"] if v.get("log.roll.ms") is not None else v["log.roll.hours"] * 3_600_000
+
+    @property
+    def flush_interval_ms(self) -> int:
+        v = self.values.get("log.flush.interval.ms")
+        return LONG_MAX if v is None else v
+
+    def listener(self) -> tuple[str, int]:
+        return parse_listener(_list(self.values["listeners"])[0], "listeners")
+
+    def advertised(self) -> tuple[str, int]:
+        raw = self.values.get("advertised.listeners")
+        host, port = parse_listener(_list(raw)[0], "advertised.listeners") if raw else self.listener()
+        if host in ("", "0.0.0.0", "::"):
+            host = "localhost"
+        return host, port
+
+
+def parse_listener(spec: str, key: str) -> tuple[str, int]:
+    if "://" not in spec:
+        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: expected NAME://host:port")
+    name, rest = spec.split("://", 1)
+    if name.upper() not in ("PLAINTEXT", "BROKER", "CLIENT", "INTERNAL", "EXTERNAL"):
+        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: "
+                          f"only PLAINTEXT listeners are supported")
+    host, _, port = rest.rpartition(":")
+    try:
+        return host.strip("[]"), int(port)
+    except ValueError:
+        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: bad port") from None
+
+
+def load_config(properties: dict[str, str], *, strict: bool = False,
+                single_node_defaults: bool = True) -> BrokerConfig:
+    merged = dict(SINGLE_NODE_DEFAULTS) if single_node_defaults else {}
+    merged.update(properties)
+    values: dict[str, Any] = {k.name: k.default for k in KEYS.values()}
+    unknown, ignored = [], []
+    for name, raw in merged.items():
+        key = KEYS.get(name)
+        if key is None:
+            close = difflib.get_close_matches(name, KEYS.keys(), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            msg = f"Unknown configuration {name}{hint}"
+            if strict:
+                raise ConfigError(msg)
+            unknown.append(msg)
+            continue
+        try:
+            value = key.parse(raw) if raw.strip() != "" or key.parse is str else None
+        except ValueError as exc:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {name}: {exc}") from None
+        if key.check is not None and value is not None and not key.check(value):
+            raise ConfigError(f"Invalid value {raw!r} for configuration {name}: {key.requirement}")
+        values[name] = value
+        if key.ignored and name in properties:
+            ignored.append(name)
+    config = BrokerConfig(values, unknown, ignored)
+    config.listener()
+    config.advertised()
+    return config
+
+
+def load_from_args(path: str | None, overrides: list[str], strict: bool = False) -> BrokerConfig:
+    props: dict[str, str] = {}
+    if path:
+        try:
+            with open(path) as f:
+                props = parse_properties(f.read())
+        except OSError as exc:
+            raise ConfigError(f"Cannot read {path}: {exc.strerror}") from None
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"Invalid --override {item!r}: expected key=value")
+        k, v = item.split("=", 1)
+        props[k.strip()] = v.strip()
+    return load_config(props, strict=strict)
+
+
+def default_log_dir_is_relative(config: BrokerConfig) -> bool:
+    return not os.path.isabs(config.log_dir)

@@ -1,0 +1,116 @@
+"""Fetch: v4-16
+
+Behavior:
+- Returns whole record batches from each partition's fetch offset up to the high watermark
+  (read_uncommitted) or the last stable offset (read_committed), within partition_max_bytes
+  and max_bytes; the first batch is always returned even past those limits (KIP-74).
+- Long poll: while fewer than min_bytes are ready, waits up to max_wait_ms and wakes as soon
+  as a requested partition's high watermark advances.
+- Fetch sessions are not kept: a full fetch is answered with session id 0 (which tells the
+  client no session was created); a non-zero session id gets FETCH_SESSION_ID_NOT_FOUND.
+- Offsets outside [log start, log end] get OFFSET_OUT_OF_RANGE; a client leader epoch older
+  than ours FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; an unknown topic
+  UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+).
+
+Version notes:
+- v4 isolation level, LSO, aborted transactions; v5 log start offset; v7 sessions;
+  v9 current leader epoch; v11 rack / preferred replica; v12 flexible; v13 topic ids;
+  v15 replica state; v16 node endpoints (left empty).
+"""
+
+import asyncio
+import time
+
+from protocol import fast
+from protocol.api import register
+from protocol.codec import ZERO_UUID
+from protocol.errors import ErrorCode, KafkaError
+
+from ..server import RequestContext
+
+READ_COMMITTED = 1
+
+
+def check_leader_epoch(current_leader_epoch: int, leader_epoch: int) -> None:
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return
+    if current_leader_epoch < leader_epoch:
+        raise KafkaError(ErrorCode.fenced_leader_epoch,
+                         f"leader epoch {current_leader_epoch} is older than {leader_epoch}")
+    raise KafkaError(ErrorCode.unknown_leader_epoch,
+                     f"leader epoch {current_leader_epoch} is newer than {leader_epoch}")
+
+
+@register(1, 4, 16)
+async def handle_fetch(ctx: RequestContext, request) -> bytes:
+    version = ctx.api_version
+    if version >= 7 and request.session_id != 0:
+        return fast.encode_fetch_response(version, ErrorCode.fetch_session_id_not_found,
+                                          0, [])
+    rm = ctx.broker.replica_manager
+    isolation = getattr(request, "isolation_level", 0)
+    max_wait = request.max_wait.total_seconds()
+    deadline = time.monotonic() + max_wait
+    while True:
+        topics, total, waitable, errors = _read_all(ctx, request, version, isolation)
+        remaining = deadline - time.monotonic()
+        if total >= request.min_bytes or errors or remaining <= 0 or not waitable:
+            break
+        await rm.wait_for_data(waitable, remaining)
+        if time.monotonic() >= deadline:
+            topics, total, waitable, errors = _read_all(ctx, request, version, isolation)
+            break
+    if total:
+        ctx.broker.metrics.bytes_out.labels("all").inc(total)
+    return fast.encode_fetch_response(version, 0, 0, topics)
+
+
+def _resolve_topic(ctx: RequestContext, ft, version: int):
+    metadata = ctx.broker.metadata
+    if version >= 13:
+        topic = metadata.topic_by_id(ft.topic_id)
+        return (topic.name if topic else None), ft.topic_id
+    topic = metadata.topics.get(ft.topic)
+    return ft.topic, (topic.uuid if topic else ZERO_UUID)
+
+
+def _read_all(ctx: RequestContext, request, version: int, isolation: int):
+    rm = ctx.broker.replica_manager
+    remaining = request.max_bytes
+    total = 0
+    errors = 0
+    waitable = []
+    topics = []
+    for ft in request.topics:
+        name, topic_id = _resolve_topic(ctx, ft, version)
+        parts = []
+        for fp in ft.partitions:
+            try:
+                if name is None:
+                    raise KafkaError(ErrorCode.unknown_topic_id, "unknown topic id")
+                part = rm.get(name, fp.partition)
+                check_leader_epoch(getattr(fp, "current_leader_epoch", -1), part.leader_epoch)
+                plog = part.log
+                hw = plog.high_watermark
+                lso = hw
+                limit = lso if isolation == READ_COMMITTED else hw
+                if fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
+                    raise KafkaError(ErrorCode.offset_out_of_range,
+                                     f"fetch offset {fp.fetch_offset} outside "
+                                     f"[{plog.log_start_offset}, {plog.log_end_offset}]")
+                budget = min(fp.partition_max_bytes, remaining)
+                data = b""
+                if budget > 0 or total == 0:
+                    data = plog.read(fp.fetch_offset, max(budget, 1), limit, min_one=total == 0)
+                total += len(data)
+                remaining -= len(data)
+                aborted = [] if isolation == READ_COMMITTED else None
+                parts.append((fp.partition, 0, hw, lso, plog.log_start_offset, aborted, data))
+                if not data:
+                    waitable.append(part)
+            except KafkaError as exc:
+                errors += 1
+                ctx.broker.metrics.errors.labels("Fetch", exc.code.name).inc()
+                parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b""))
+        topics.append((name or "", topic_id, parts))
+    return topics, total, waitable, errors

@@ -1,0 +1,94 @@
+"""Metadata: v0-12
+
+Behavior:
+- Lists this broker, the cluster id, the controller (this broker) and the requested topics
+  with each partition's leader, leader epoch, replicas and ISR, and topic ids (v10+).
+- All topics when the request's topic list is empty (v0) or null (v1+); none when it is an
+  empty list on v1+.
+- An unknown topic is created when both ``auto.create.topics.enable`` and the request's
+  ``allow_auto_topic_creation`` (implicitly true before v4) allow it; that response answers
+  LEADER_NOT_AVAILABLE for it, as Kafka does while the creation propagates. Internal topics
+  are never auto-created this way. An illegal name gets INVALID_TOPIC_EXCEPTION.
+- A topic requested by id (v10+) that does not exist gets UNKNOWN_TOPIC_ID.
+
+Version notes:
+- v1 null = all topics, is_internal, controller id; v2 cluster id; v4 allow_auto_topic_creation;
+  v7 leader epoch; v8-10 authorized operations; v9 flexible; v10 topic ids; v12 lookup by id.
+"""
+
+import uuid
+
+from protocol.api import register
+from protocol.codec import ZERO_UUID
+from protocol.errors import ErrorCode, KafkaError
+
+from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
+from ..server import RequestContext
+
+
+def broker_entry(ctx: RequestContext) -> dict:
+    b = ctx.broker
+    return {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": None}
+
+
+def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
+    topic = ctx.broker.metadata.topics[name]
+    return {
+        "error_code": 0, "name": name, "topic_id": topic.uuid, "is_internal": name in INTERNAL_TOPICS,
+        "partitions": [{"error_code": 0, "partition_index": i, "leader_id": p.leader,
+                        "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
+                        "isr_nodes": p.isr, "offline_replicas": []}
+                       for i, p in enumerate(topic.partitions)],
+        "topic_authorized_operations": -2147483648,
+    }
+
+
+def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
+            "partitions": []}
+
+
+@register(3, 0, 12)
+async def handle_metadata(ctx: RequestContext, request) -> dict:
+    version = ctx.api_version
+    broker = ctx.broker
+    topics = broker.metadata.topics
+    requested = request.topics
+    if requested is None or (version == 0 and not requested):
+        entries = [topic_entry(ctx, name, version) for name in sorted(topics)]
+    else:
+        allow_auto = getattr(request, "allow_auto_topic_creation", True)
+        entries = [_lookup(ctx, t, version, allow_auto) for t in requested]
+    return {
+        "throttle_time": 0,
+        "brokers": [broker_entry(ctx)],
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": entries,
+        "cluster_authorized_operations": -2147483648,
+    }
+
+
+def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> dict:
+    broker = ctx.broker
+    name = requested.name
+    topic_id = getattr(requested, "topic_id", None)
+    if name is None and topic_id is not None and topic_id != ZERO_UUID:
+        topic = broker.metadata.topic_by_id(topic_id)
+        if topic is None:
+            return error_entry(None, ErrorCode.unknown_topic_id, topic_id)
+        return topic_entry(ctx, topic.name, version)
+    if name in broker.metadata.topics:
+        return topic_entry(ctx, name, version)
+    try:
+        validate_topic_name(name or "")
+    except KafkaError as exc:
+        return error_entry(name, exc.code)
+    if allow_auto and broker.config["auto.create.topics.enable"] and name not in INTERNAL_TOPICS:
+        try:
+            broker.replica_manager.create_topic(name, broker.config["num.partitions"], {})
+        except KafkaError as exc:
+            if exc.code != ErrorCode.topic_already_exists:
+                return error_entry(name, exc.code)
+        return error_entry(name, ErrorCode.leader_not_available)
+    return error_entry(name, ErrorCode.unknown_topic_or_partition)

@@ -1,0 +1,97 @@
+"""CreateTopics: v2-7
+
+Behavior:
+- Creates each topic with its partition count (-1: ``num.partitions``) and configs, after
+  validating the name (INVALID_TOPIC_EXCEPTION), the count (INVALID_PARTITIONS), the
+  replication factor (INVALID_REPLICATION_FACTOR above the one live broker), a manual
+  assignment (INVALID_REPLICA_ASSIGNMENT) and each config (INVALID_CONFIG, naming the key).
+- An existing topic gets TOPIC_ALREADY_EXISTS; a name twice in one request INVALID_REQUEST.
+- validate_only checks everything and creates nothing.
+- v5+ returns the topic id, partition count, replication factor and effective configs.
+
+Version notes:
+- v4 defaults (-1) allowed; v5 flexible, results carry configs; v7 topic id.
+"""
+
+from collections import Counter
+
+from protocol.api import register
+from protocol.errors import ErrorCode, KafkaError
+
+from ..config import ConfigError
+from ..replica_manager import validate_topic_name
+from ..server import RequestContext
+from ..topic_config import effective, validate_topic_config
+
+
+@register(19, 2, 7)
+async def handle_create_topics(ctx: RequestContext, request) -> dict:
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        if counts[t.name] > 1:
+            results.append(_error(t.name, ErrorCode.invalid_request,
+                                  f"Create topics request from client contains multiple entries for {t.name}"))
+            continue
+        try:
+            results.append(_create(ctx, t, request.validate_only))
+        except KafkaError as exc:
+            results.append(_error(t.name, exc.code, exc.message))
+    return {"throttle_time": 0, "topics": results}
+
+
+def _error(name: str, code: ErrorCode, message: str | None) -> dict:
+    return {"name": name, "error_code": code, "error_message": message, "num_partitions": -1,
+            "replication_factor": -1, "configs": None}
+
+
+def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
+    broker = ctx.broker
+    validate_topic_name(t.name)
+    if t.name in broker.metadata.topics:
+        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")
+    num_partitions = t.num_partitions
+    rf = t.replication_factor
+    if t.assignments:
+        if num_partitions != -1 or rf != -1:
+            raise KafkaError(ErrorCode.invalid_request,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        for a in t.assignments:
+            if any(b != broker.node_id for b in a.broker_ids) or not a.broker_ids:
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"Replica assignment {list(a.broker_ids)} names brokers that do not exist")
+        num_partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+    if num_partitions == -1:
+        num_partitions = broker.config["num.partitions"]
+    if rf == -1:
+        rf = broker.config["default.replication.factor"]
+    if num_partitions <= 0:
+        raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+    if rf <= 0:
+        raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+    if rf > 1:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Unable to replicate the partition {rf} time(s): The target replication "
+                         f"factor of {rf} cannot be reached because only 1 broker(s) are registered.")
+    configs = {}
+    for c in t.configs:
+        try:
+            value = validate_topic_config(c.name, c.value)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+        if value is not None:
+            configs[c.name] = value
+    if not validate_only:
+        topic = broker.replica_manager.create_topic(t.name, num_partitions, configs)
+        topic_id = topic.uuid
+    else:
+        topic_id = None
+    return {
+        "name": t.name, "topic_id": topic_id, "error_code": 0, "error_message": None,
+        "num_partitions": num_partitions, "replication_factor": rf,
+        "configs": [{"name": k, "value": v, "read_only": False,
+                     "config_source": 1 if is_override else 5, "is_sensitive": False}
+                    for k, (v, is_override) in sorted(effective(configs, broker.config).items())],
+    }
+
+

@@ -1,0 +1,65 @@
+"""Prometheus metrics, named after Kafka's JMX metrics where one exists, served over HTTP.
+
+Kafka's ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce`` becomes
+``kafka_network_requestmetrics_requests_total{request="Produce"}``, and so on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+log = structlog.get_logger("broker.metrics")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Counter("kafka_network_requestmetrics_requests", "Requests by API",
+                                ["request", "version"], registry=r)
+        self.errors = Counter("kafka_network_requestmetrics_errors", "Error codes in responses",
+                              ["request", "error"], registry=r)
+        self.request_time = Histogram(
+            "kafka_network_requestmetrics_totaltimems", "Request total time in milliseconds",
+            ["request"], registry=r,
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000))
+        self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Bytes appended from clients",
+                                ["topic"], registry=r)
+        self.bytes_out = Counter("kafka_server_brokertopicmetrics_bytesout", "Bytes fetched by clients",
+                                 ["topic"], registry=r)
+        self.messages_in = Counter("kafka_server_brokertopicmetrics_messagesin",
+                                   "Records appended", ["topic"], registry=r)
+        self.log_end_offset = Gauge("kafka_log_log_logendoffset", "Log end offset",
+                                    ["topic", "partition"], registry=r)
+        self.log_start_offset = Gauge("kafka_log_log_logstartoffset", "Log start offset",
+                                      ["topic", "partition"], registry=r)
+        self.connections = Gauge("kafka_server_socketservermetrics_connection_count",
+                                 "Open client connections", registry=r)
+        self.closed_bad_input = Counter("kbroker_connections_closed_invalid_request",
+                                        "Connections closed for an unreadable or unsupported request",
+                                        ["reason"], registry=r)
+        self.log_truncations = Counter("kafka_log_recovery_truncated_bytes",
+                                       "Bytes cut from torn or corrupt log tails at start-up", registry=r)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.AbstractServer:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            body = metrics.render()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+            await writer.drain()
+        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, host, port)
+    log.info("metrics_listening", address=f"http://{host}:{server.sockets[0].getsockname()[1]}/metrics")
+    return server

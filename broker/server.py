@@ -1,0 +1,190 @@
+"""The network layer: one ``asyncio.Protocol`` per client connection.
+
+Like Kafka, a connection's requests are processed one at a time, to completion, and answered
+in order (an idempotent producer's five in-flight batches must be appended in the order sent;
+a long-poll Fetch holds its connection). Read-ahead is bounded: once a few requests are
+queued, reading pauses until the queue drains.
+
+Bad input is handled as Kafka does: a frame whose size is negative or above
+``socket.request.max.bytes``, an unreadable request, an unknown API key, or an unsupported
+version of any API but ApiVersions closes the connection; an unsupported ApiVersions version
+is answered in the v0 layout with UNSUPPORTED_VERSION.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol import codec
+from protocol.api import API_VERSIONS_KEY, REGISTRY
+from protocol.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = structlog.get_logger("broker.server")
+
+MAX_QUEUED_REQUESTS = 8
+_SIZE = struct.Struct(">i")
+
+
+class NoResponse:
+    """Returned by a handler when the client expects no answer (Produce with acks=0)."""
+
+
+NO_RESPONSE = NoResponse()
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would close the connection (e.g. acks=0 errors)."""
+
+
+class RequestContext:
+    __slots__ = ("broker", "header", "connection", "api_version")
+
+    def __init__(self, broker: "Broker", header: codec.RequestHeader, connection: "KafkaConnection"):
+        self.broker = broker
+        self.header = header
+        self.connection = connection
+        self.api_version = header.api_version
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.buffer = bytearray()
+        self.frames: deque[bytes] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.worker: asyncio.Task | None = None
+        self.wakeup = asyncio.Event()
+        self.paused = False
+        self.closed = False
+        self.peer = None
+        self.max_request = broker.config["socket.request.max.bytes"]
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.peer = transport.get_extra_info("peername")
+        self.broker.metrics.connections.inc()
+        self.broker.connections.add(self)
+        self.worker = asyncio.get_running_loop().create_task(self._process())
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buffer
+        buf += data
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > self.max_request:
+                self._close_for("frame_size", size=size, limit=self.max_request)
+                return
+            if n - pos - 4 < size:
+                break
+            self.frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        if self.frames:
+            self.wakeup.set()
+            if len(self.frames) >= MAX_QUEUED_REQUESTS and not self.paused:
+                self.paused = True
+                self.transport.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed:
+            self.closed = True
+            self.broker.metrics.connections.dec()
+        self.broker.connections.discard(self)
+        self.wakeup.set()
+        if self.worker is not None and not self.worker.done():
+            self.worker.cancel()
+
+    # --- processing ---------------------------------------------------------------------------
+
+    def _close_for(self, reason: str, **fields: Any) -> None:
+        log.info("connection_closed_invalid_request", reason=reason, peer=self.peer, **fields)
+        self.broker.metrics.closed_bad_input.labels(reason).inc()
+        self.frames.clear()
+        if self.transport is not None:
+            self.transport.close()
+        self.closed_for_bad_input = True
+
+    async def _process(self) -> None:
+        try:
+            while not self.transport.is_closing():
+                if not self.frames:
+                    self.wakeup.clear()
+                    await self.wakeup.wait()
+                    continue
+                frame = self.frames.popleft()
+                if self.paused and len(self.frames) < MAX_QUEUED_REQUESTS // 2:
+                    self.paused = False
+                    self.transport.resume_reading()
+                response = await self._handle(frame)
+                if response is not None and not self.transport.is_closing():
+                    self.transport.write(response)
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # a bug in a handler must not take the broker down
+            log.exception("connection_worker_failed", peer=self.peer)
+            self.transport.close()
+
+    async def _handle(self, frame: bytes) -> bytes | None:
+        try:
+            api_key, api_version, correlation_id = codec.parse_header_prefix(frame)
+        except InvalidRequest:
+            self._close_for("short_header")
+            return None
+        spec = REGISTRY.get(api_key)
+        if spec is None:
+            self._close_for("unknown_api_key", api_key=api_key)
+            return None
+        if not spec.min_version <= api_version <= spec.max_version:
+            if api_key == API_VERSIONS_KEY:
+                return self.broker.unsupported_api_versions_response(correlation_id)
+            self._close_for("unsupported_version", api=spec.name, version=api_version)
+            return None
+        if api_version < spec.refused_below:
+            return self._refuse(spec, frame, api_version, correlation_id)
+        try:
+            header, body = codec.decode_request(frame)
+        except (InvalidRequest, Exception) as exc:
+            self._close_for("unreadable_request", api=spec.name, version=api_version, error=str(exc)[:200])
+            return None
+        started = time.perf_counter()
+        ctx = RequestContext(self.broker, header, self)
+        try:
+            result = await spec.handler(ctx, body)
+        except CloseConnection as exc:
+            self._close_for("handler_closed", api=spec.name, detail=str(exc))
+            return None
+        metrics = self.broker.metrics
+        metrics.requests.labels(spec.name, str(api_version)).inc()
+        metrics.request_time.labels(spec.name).observe((time.perf_counter() - started) * 1000)
+        if result is NO_RESPONSE:
+            return None
+        if not isinstance(result, (bytes, bytearray)):
+            result = codec.encode_body(api_key, api_version, result)
+        return codec.frame_response(api_key, api_version, correlation_id, result)
+
+    def _refuse(self, spec, frame: bytes, api_version: int, correlation_id: int) -> bytes | None:
+        try:
+            header = codec.parse_header(frame, 1)
+            body = spec.legacy(frame, header.body_offset, api_version)
+        except Exception:
+            self._close_for("unreadable_request", api=spec.name, version=api_version)
+            return None
+        return codec.frame_response(spec.key, api_version, correlation_id, body)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()

@@ -1,0 +1,1 @@
+"""Coordinators: cluster metadata (controller), consumer groups, transactions."""

@@ -1,0 +1,1 @@
+"""Cluster metadata: brokers, topics, partition leaders and epochs, producer-id blocks."""

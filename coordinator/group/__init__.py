@@ -1,0 +1,1 @@
+"""Classic consumer groups: membership, rebalances and committed offsets in __consumer_offsets."""

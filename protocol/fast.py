@@ -1,0 +1,107 @@
+"""Hand-written encoders for the hot responses: Produce and Fetch.
+
+kio's pure-Python writers take 17-20 µs for a small ProduceResponse; these ``struct``-based
+ones produce the same bytes in about a microsecond. Each is pinned to kio's encoder, version
+by version, by ``tests/unit/test_fast_encoders.py``. Tagged fields are always written empty
+(the optional ones — current leader, diverging epoch, node endpoints — are left at defaults).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from .api import is_flexible
+
+_i16 = struct.Struct(">h").pack
+_i32 = struct.Struct(">i").pack
+_i64 = struct.Struct(">q").pack
+_PRODUCE_PART = struct.Struct(">ihqq")  # index, error, base offset, log append time
+_FETCH_PART = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _array_len(n: int, flexible: bool) -> bytes:
+    return uvarint(n + 1) if flexible else _i32(n)
+
+
+def _string(s: str | None, flexible: bool) -> bytes:
+    if s is None:
+        return b"\x00" if flexible else _i16(-1)
+    b = s.encode()
+    return (uvarint(len(b) + 1) if flexible else _i16(len(b))) + b
+
+
+def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
+                            throttle_time_ms: int = 0) -> bytes:
+    """``topics``: [(name, [(index, error_code, base_offset, log_append_time, log_start_offset,
+    error_message | None)])]."""
+    flex = is_flexible(0, version)
+    out = [_array_len(len(topics), flex)]
+    for name, parts in topics:
+        out.append(_string(name, flex))
+        out.append(_array_len(len(parts), flex))
+        for index, error, base_offset, append_time, log_start, message in parts:
+            out.append(_PRODUCE_PART.pack(index, error, base_offset, append_time))
+            if version >= 5:
+                out.append(_i64(log_start))
+            if version >= 8:
+                out.append(_array_len(0, flex))  # record_errors
+                out.append(_string(message, flex))
+            if flex:
+                out.append(b"\x00")
+        if flex:
+            out.append(b"\x00")
+    out.append(_i32(throttle_time_ms))
+    if flex:
+        out.append(b"\x00")
+    return b"".join(out)
+
+
+def encode_fetch_response(version: int, error_code: int, session_id: int,
+                          topics: list[tuple[str, uuid.UUID, list[tuple]]],
+                          throttle_time_ms: int = 0) -> bytes:
+    """``topics``: [(name, topic_id, [(index, error_code, high_watermark, last_stable_offset,
+    log_start_offset, aborted_transactions | None, records | None)])]; aborted transactions
+    are (producer_id, first_offset) pairs."""
+    flex = is_flexible(1, version)
+    out = [_i32(throttle_time_ms)]
+    if version >= 7:
+        out.append(_i16(error_code))
+        out.append(_i32(session_id))
+    out.append(_array_len(len(topics), flex))
+    for name, topic_id, parts in topics:
+        out.append(topic_id.bytes if version >= 13 else _string(name, flex))
+        out.append(_array_len(len(parts), flex))
+        for index, error, hw, lso, log_start, aborted, records in parts:
+            out.append(_FETCH_PART.pack(index, error, hw, lso, log_start))
+            if aborted is None:
+                out.append(b"\x00" if flex else _i32(-1))
+            else:
+                out.append(_array_len(len(aborted), flex))
+                for producer_id, first_offset in aborted:
+                    out.append(_i64(producer_id) + _i64(first_offset))
+                    if flex:
+                        out.append(b"\x00")
+            if version >= 11:
+                out.append(_i32(-1))  # preferred_read_replica
+            if records is None:
+                out.append(b"\x00" if flex else _i32(-1))
+            else:
+                out.append(uvarint(len(records) + 1) if flex else _i32(len(records)))
+                out.append(records)
+            if flex:
+                out.append(b"\x00")
+        if flex:
+            out.append(b"\x00")
+    if flex:
+        out.append(b"\x00")
+    return b"".join(out)

@@ -1,0 +1,113 @@
+"""All partition logs of a broker under its log directory, and their checkpoint files.
+
+Owns: creating, opening (with recovery), deleting and closing logs; the
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``replication-offset-checkpoint`` files; the clean-shutdown marker; retention passes.
+
+Differs from Kafka: one log directory is used (the first of ``log.dirs``); a deleted
+partition's directory is renamed ``<topic>-<p>.<uuid>-delete`` and removed in the background.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import uuid
+
+import structlog
+
+from .checkpoint import read_checkpoint, write_checkpoint
+from .log import Log, LogConfig
+
+log = structlog.get_logger("storage.log_manager")
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+class LogManager:
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        os.makedirs(log_dir, exist_ok=True)
+        self.logs: dict[tuple[str, int], Log] = {}
+        self._recovery_points = read_checkpoint(self._path(RECOVERY_POINT_FILE))
+        self._log_starts = read_checkpoint(self._path(LOG_START_FILE))
+        self.had_clean_shutdown = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.log_dir, name)
+
+    def partition_dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.log_dir, f"{topic}-{partition}")
+
+    def existing_partitions(self) -> list[tuple[str, int]]:
+        out = []
+        for name in os.listdir(self.log_dir):
+            m = _PARTITION_DIR.match(name)
+            if m and os.path.isdir(self._path(name)):
+                out.append((m.group(1), int(m.group(2))))
+        return sorted(out)
+
+    def open_log(self, topic: str, partition: int, config: LogConfig) -> Log:
+        key = (topic, partition)
+        if key in self.logs:
+            return self.logs[key]
+        started = time.monotonic()
+        recovery_point = self._recovery_points.get(key, 0)
+        if not self.had_clean_shutdown:
+            recovery_point = min(recovery_point, self._recovery_points.get(key, 0))
+        plog, report = Log.open(self.partition_dir(topic, partition), topic, partition, config,
+                                recovery_point=recovery_point,
+                                log_start_offset=self._log_starts.get(key, 0))
+        if report.segments_scanned or report.bytes_truncated:
+            log.info("log_loaded", topic=topic, partition=partition,
+                     log_end_offset=plog.log_end_offset, segments_recovered=report.segments_scanned,
+                     bytes_truncated=report.bytes_truncated,
+                     ms=round((time.monotonic() - started) * 1000, 1))
+        self.logs[key] = plog
+        return plog
+
+    def mark_unclean(self) -> None:
+        """Remove the clean-shutdown marker once the broker is running."""
+        try:
+            os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
+        except FileNotFoundError:
+            pass
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        plog = self.logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.close(clean=False)
+        src = self.partition_dir(topic, partition)
+        if os.path.isdir(src):
+            dst = f"{src}.{uuid.uuid4().hex}-delete"
+            os.rename(src, dst)
+            shutil.rmtree(dst, ignore_errors=True)
+
+    def checkpoint(self) -> None:
+        write_checkpoint(self._path(RECOVERY_POINT_FILE),
+                         {k: l.recovery_point for k, l in self.logs.items()})
+        write_checkpoint(self._path(LOG_START_FILE),
+                         {k: l.log_start_offset for k, l in self.logs.items()})
+        write_checkpoint(self._path(HIGH_WATERMARK_FILE),
+                         {k: l.high_watermark for k, l in self.logs.items()})
+
+    def apply_retention(self) -> int:
+        deleted = 0
+        now_ms = int(time.time() * 1000)
+        for plog in list(self.logs.values()):
+            deleted += plog.apply_retention(now_ms)
+            plog.producer_state.remove_expired(now_ms)
+        return deleted
+
+    def close(self) -> None:
+        for plog in self.logs.values():
+            plog.close(clean=True)
+        self.checkpoint()
+        with open(self._path(CLEAN_SHUTDOWN_FILE), "w"):
+            pass

@@ -1,0 +1,398 @@
+"""Apache Kafka's own CLI tools (4.3.1, from Maven Central) against a broker.
+
+The broker comes from the ``broker`` fixture (tests/conftest.py; an object with
+``.bootstrap == "127.0.0.1:PORT"``).  If ``KBROKER_TEST_BOOTSTRAP`` is set, that address
+is used instead and the ``broker`` fixture is never instantiated, e.g. against a real
+Apache Kafka started with ``python compat/kafka/kraft.py``::
+
+    B=$(python compat/kafka/kraft.py &)   # prints 127.0.0.1:PORT
+    KBROKER_TEST_BOOTSTRAP=127.0.0.1:PORT pytest -m kafka_tools tests/integration/test_kafka_tools.py
+
+The tools run through ``compat/kafka/kafka-run.sh`` (jars resolved once by
+``compat/kafka/fetch.sh``, cached in ~/.cache/kbroker).  Every test uses its own
+uniquely-named topic, so the module can run repeatedly against a long-lived broker and
+works whatever scope the ``broker`` fixture has.
+
+APIs the tools send (Java client 4.3.1, seen with compat/kafka/log4j2-requests.xml
+against Kafka 4.3.1; a broker advertising lower maxima gets those versions instead):
+  kafka-topics --create     ApiVersions, Metadata, CreateTopics
+  kafka-topics --describe   + DescribeTopicPartitions (falls back to Metadata when not
+                            advertised), DescribeCluster (falls back to Metadata),
+                            DescribeConfigs (required), ListPartitionReassignments
+                            (UNSUPPORTED_VERSION is tolerated)
+  kafka-topics --alter      CreatePartitions
+  kafka-configs --describe  DescribeConfigs;  --alter: IncrementalAlterConfigs
+  console producer          InitProducerId (idempotent by default), Produce
+  console consumer          FindCoordinator, JoinGroup, SyncGroup, OffsetFetch,
+                            ListOffsets, Fetch, (Heartbeat, OffsetCommit), LeaveGroup
+  kafka-transactions        ListTransactions / DescribeTransactions / DescribeProducers
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+KAFKA_DIR = REPO / "compat" / "kafka"
+KAFKA_RUN = KAFKA_DIR / "kafka-run.sh"
+FETCH = KAFKA_DIR / "fetch.sh"
+
+TOOL_TIMEOUT = 90  # seconds per CLI invocation (JVM start is ~1 s)
+
+pytestmark = [
+    pytest.mark.kafka_tools,
+    pytest.mark.skipif(
+        shutil.which("java") is None,
+        reason="Java (17+) is not installed: Kafka's CLI tools need a JVM (apt-get install openjdk-17-jre-headless)",
+    ),
+]
+
+
+# --------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="session")
+def kafka_libs() -> Path:
+    """Resolve the Kafka jars (cached after the first run; a no-op then)."""
+    if shutil.which("mvn") is None and not os.environ.get("KAFKA_CACHE"):
+        cache = Path.home() / ".cache/kbroker/kafka-4.3.1/.complete"
+        if not cache.exists():
+            pytest.fail("Maven (mvn) is needed once to fetch Apache Kafka's jars: apt-get install maven")
+    res = subprocess.run([str(FETCH)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, timeout=900)
+    assert res.returncode == 0, f"fetch.sh failed:\n{res.stderr}"
+    libs = Path(res.stdout.strip().splitlines()[-1])
+    assert any(libs.glob("kafka-tools-*.jar")), f"no kafka-tools jar in {libs}"
+    return libs
+
+
+@pytest.fixture
+def bootstrap(request, kafka_libs) -> str:
+    """KBROKER_TEST_BOOTSTRAP if set, else the project's ``broker`` fixture."""
+    addr = os.environ.get("KBROKER_TEST_BOOTSTRAP")
+    if addr:
+        return addr
+    return request.getfixturevalue("broker").bootstrap
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"kt-{uuid.uuid4().hex[:10]}"
+
+
+# --------------------------------------------------------------------------- helpers
+def kafka(tool: str, *args: str, input: str | None = None, timeout: float = TOOL_TIMEOUT,
+          check: bool = True) -> subprocess.CompletedProcess:
+    """Run a Kafka tool via kafka-run.sh; stdout/stderr captured as text."""
+    cmd = [str(KAFKA_RUN), tool, *args]
+    try:
+        res = subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, timeout=timeout,
+                             stdin=None if input is not None else subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{tool} timed out after {timeout}s: {' '.join(args)}\n"
+                    f"stdout:\n{e.stdout}\nstderr:\n{e.stderr}")
+    if check:
+        assert res.returncode == 0, (
+            f"{tool} {' '.join(args)} exited {res.returncode}\n"
+            f"stdout:\n{res.stdout}\nstderr:\n{res.stderr}"
+        )
+    return res
+
+
+def topics(bootstrap: str, *args: str, **kw) -> subprocess.CompletedProcess:
+    return kafka("kafka-topics", "--bootstrap-server", bootstrap, *args, **kw)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, *extra: str) -> None:
+    res = topics(bootstrap, "--create", "--topic", name, "--partitions", str(partitions),
+                 "--replication-factor", "1", *extra)
+    assert res.stdout.strip() == f"Created topic {name}.", res.stdout + res.stderr
+
+
+_PART_RE = re.compile(
+    r"^\s*Topic:\s*(?P<topic>\S+)\s+Partition:\s*(?P<p>\d+)\s+Leader:\s*(?P<leader>\S+)"
+    r"\s+Replicas:\s*(?P<replicas>\S+)\s+Isr:\s*(?P<isr>\S*)"
+)
+_HEAD_RE = re.compile(
+    r"^Topic:\s*(?P<topic>\S+)\s+TopicId:\s*(?P<id>\S+)\s+PartitionCount:\s*(?P<count>\d+)"
+    r"\s+ReplicationFactor:\s*(?P<rf>\d+)"
+)
+
+
+def describe(bootstrap: str, name: str) -> tuple[dict, list[dict]]:
+    """Parse `kafka-topics --describe` into (header, [partition rows])."""
+    out = topics(bootstrap, "--describe", "--topic", name).stdout
+    header, parts = None, []
+    for line in out.splitlines():
+        if m := _HEAD_RE.match(line):
+            header = m.groupdict()
+        elif m := _PART_RE.match(line):
+            parts.append(m.groupdict())
+    assert header is not None, f"no 'Topic: ... PartitionCount:' header in:\n{out}"
+    return header, parts
+
+
+def describe_until(bootstrap: str, name: str, count: int, timeout: float = 15.0):
+    """Metadata propagates asynchronously in Kafka; poll until PartitionCount == count."""
+    deadline = time.monotonic() + timeout
+    while True:
+        header, parts = describe(bootstrap, name)
+        if int(header["count"]) == count and len(parts) == count or time.monotonic() > deadline:
+            return header, parts
+        time.sleep(0.5)
+
+
+def assert_partitions_led(header: dict, parts: list[dict], name: str, count: int) -> None:
+    assert header["topic"] == name
+    assert int(header["count"]) == count, header
+    assert int(header["rf"]) == 1, header
+    assert header["id"] not in ("", "AAAAAAAAAAAAAAAAAAAAAA"), f"null topic id: {header}"
+    assert sorted(int(p["p"]) for p in parts) == list(range(count)), parts
+    for p in parts:
+        assert p["topic"] == name
+        assert p["leader"].lstrip("-").isdigit() and int(p["leader"]) >= 0, f"no leader: {p}"
+        assert p["leader"] in p["replicas"].split(","), p
+        assert p["leader"] in p["isr"].split(","), p
+
+
+# --------------------------------------------------------------------------- kafka-topics
+def test_topics_create_and_describe(bootstrap, topic):
+    create_topic(bootstrap, topic, 6)
+    header, parts = describe_until(bootstrap, topic, 6)
+    assert_partitions_led(header, parts, topic, 6)
+
+
+def test_topics_alter_partitions(bootstrap, topic):
+    create_topic(bootstrap, topic, 6)
+    header, _ = describe_until(bootstrap, topic, 6)
+    topic_id = header["id"]
+    res = topics(bootstrap, "--alter", "--topic", topic, "--partitions", "8")
+    assert "Error" not in res.stdout + res.stderr, res.stdout + res.stderr
+    header, parts = describe_until(bootstrap, topic, 8)
+    assert_partitions_led(header, parts, topic, 8)
+    assert header["id"] == topic_id, "topic id changed by --alter"
+    # Shrinking is refused by Kafka ("The topic ... currently has 8 partition(s); 4 would not be an increase").
+    res = topics(bootstrap, "--alter", "--topic", topic, "--partitions", "4", check=False)
+    assert res.returncode != 0
+    assert "8 partition" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+def test_topics_list(bootstrap):
+    names = sorted(f"kt-list-{uuid.uuid4().hex[:8]}-{i}" for i in range(3))
+    for n in names:
+        create_topic(bootstrap, n, 1)
+    deadline = time.monotonic() + 15
+    while True:
+        listed = topics(bootstrap, "--list").stdout.splitlines()
+        if set(names) <= set(listed) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert set(names) <= set(listed), listed
+    assert listed == sorted(listed), "kafka-topics --list prints names sorted"
+    excl = topics(bootstrap, "--list", "--exclude-internal").stdout.splitlines()
+    assert set(names) <= set(excl)
+    assert not [n for n in excl if n.startswith("__")], excl
+
+
+def test_topics_create_existing_fails(bootstrap, topic):
+    create_topic(bootstrap, topic, 2)
+    res = topics(bootstrap, "--create", "--topic", topic, "--partitions", "2",
+                 "--replication-factor", "1", check=False)
+    assert res.returncode != 0
+    assert f"Topic '{topic}' already exists" in res.stdout + res.stderr, res.stdout + res.stderr
+    # --if-not-exists turns that into a quiet success
+    topics(bootstrap, "--create", "--if-not-exists", "--topic", topic, "--partitions", "2",
+           "--replication-factor", "1")
+
+
+def test_topics_describe_missing_topic_fails(bootstrap):
+    name = f"kt-missing-{uuid.uuid4().hex[:8]}"
+    res = topics(bootstrap, "--describe", "--topic", name, check=False)
+    assert res.returncode != 0
+    assert f"Topic '{name}' does not exist" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+# --------------------------------------------------------------------------- console producer/consumer
+N_RECORDS = 100
+
+
+def _keyed_lines(n: int = N_RECORDS) -> list[str]:
+    # 10 keys; value carries a global sequence number so per-key order can be checked
+    return [f"key{i % 10}\tvalue-{i:03d}-{uuid.uuid4().hex[:6]}" for i in range(n)]
+
+
+def _produce(bootstrap: str, topic: str, lines: list[str], *extra: str) -> None:
+    res = kafka("kafka-console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--reader-property", "parse.key=true",
+                "--reader-property", "key.separator=\t",
+                *extra,
+                input="".join(line + "\n" for line in lines))
+    assert "ERROR" not in res.stderr, res.stderr
+
+
+def _check_consumed(out_lines: list[str], sent: list[str]) -> None:
+    assert len(out_lines) == len(sent), f"got {len(out_lines)} records, want {len(sent)}"
+    assert sorted(out_lines) == sorted(sent)
+    # per-key (hence per-partition) order is preserved
+    by_key: dict[str, list[str]] = {}
+    for line in out_lines:
+        k, v = line.split("\t", 1)
+        by_key.setdefault(k, []).append(v)
+    for k, vs in by_key.items():
+        assert vs == sorted(vs), f"key {k} out of order: {vs}"
+
+
+def test_console_produce_consume_keyed(bootstrap, topic):
+    create_topic(bootstrap, topic, 6)
+    describe_until(bootstrap, topic, 6)
+    sent = _keyed_lines()
+    _produce(bootstrap, topic, sent)  # acks=all + enable.idempotence=true are the defaults
+    res = kafka("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--from-beginning", "--max-messages", str(N_RECORDS), "--timeout-ms", "30000",
+                "--formatter-property", "print.key=true",
+                "--formatter-property", "key.separator=\t",
+                timeout=120)
+    _check_consumed(res.stdout.splitlines(), sent)
+    assert f"Processed a total of {N_RECORDS} messages" in res.stderr, res.stderr
+    # keys were spread over several of the 6 partitions by the default partitioner
+    _check_leaders_hold_data(bootstrap, topic, N_RECORDS)
+
+
+def _check_leaders_hold_data(bootstrap: str, topic: str, total: int) -> None:
+    res = kafka("kafka-get-offsets", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--time", "-1")
+    ends = {}
+    for line in res.stdout.split():
+        t, p, off = line.rsplit(":", 2)
+        assert t == topic
+        ends[int(p)] = int(off)
+    assert sorted(ends) == list(range(6)), res.stdout
+    assert sum(ends.values()) == total, ends
+    assert sum(1 for v in ends.values() if v) >= 2, f"all keys in one partition? {ends}"
+
+
+def test_console_consumer_single_partition_no_group(bootstrap, topic):
+    """--partition/--offset: plain Fetch + ListOffsets, no consumer group involved."""
+    create_topic(bootstrap, topic, 1)
+    describe_until(bootstrap, topic, 1)
+    sent = _keyed_lines(20)
+    _produce(bootstrap, topic, sent, "--command-property", "acks=1")
+    res = kafka("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--partition", "0", "--offset", "earliest",
+                "--max-messages", "20", "--timeout-ms", "30000",
+                "--formatter-property", "print.key=true",
+                "--formatter-property", "key.separator=\t",
+                timeout=120)
+    assert res.stdout.splitlines() == sent  # one partition: total order
+    # and from an offset in the middle
+    res = kafka("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
+                "--partition", "0", "--offset", "15",
+                "--max-messages", "5", "--timeout-ms", "30000",
+                "--formatter-property", "print.key=true",
+                "--formatter-property", "key.separator=\t",
+                timeout=120)
+    assert res.stdout.splitlines() == sent[15:]
+
+
+def test_console_producer_is_idempotent_by_default(bootstrap, topic):
+    """The console producer registers a producer id (InitProducerId) and the partition
+    keeps its state: visible through DescribeProducers (kafka-transactions)."""
+    create_topic(bootstrap, topic, 1)
+    describe_until(bootstrap, topic, 1)
+    _produce(bootstrap, topic, _keyed_lines(10))
+    res = kafka("kafka-transactions", "--bootstrap-server", bootstrap, "describe-producers",
+                "--topic", topic, "--partition", "0")
+    lines = [line.split() for line in res.stdout.splitlines() if line.strip()]
+    assert lines[0][:4] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence"], res.stdout
+    rows = lines[1:]
+    assert len(rows) == 1, res.stdout
+    pid, epoch, _coord_epoch, last_seq = rows[0][:4]
+    assert int(pid) >= 0 and int(epoch) >= 0
+    assert int(last_seq) == 9, f"10 records from one idempotent producer -> last sequence 9: {res.stdout}"
+
+
+# --------------------------------------------------------------------------- kafka-configs
+def test_configs_describe_topic(bootstrap, topic):
+    create_topic(bootstrap, topic, 1, "--config", "retention.ms=123456",
+                 "--config", "cleanup.policy=compact")
+    describe_until(bootstrap, topic, 1)
+    res = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe",
+                "--entity-type", "topics", "--entity-name", topic)
+    out = res.stdout
+    assert f"Dynamic configs for topic {topic} are:" in out, out
+    assert re.search(r"^\s+retention\.ms=123456 sensitive=false", out, re.M), out
+    assert re.search(r"^\s+cleanup\.policy=compact sensitive=false", out, re.M), out
+    # the short form (--topic) gives the same answer
+    res2 = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
+    assert "retention.ms=123456" in res2.stdout, res2.stdout
+
+
+def test_configs_describe_all_has_defaults(bootstrap, topic):
+    create_topic(bootstrap, topic, 1)
+    describe_until(bootstrap, topic, 1)
+    res = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--all",
+                "--entity-type", "topics", "--entity-name", topic)
+    out = res.stdout
+    assert f"All configs for topic {topic} are:" in out, out
+    found = dict(re.findall(r"^\s+([a-z0-9.]+)=(\S*) sensitive=", out, re.M))
+    for key in ("cleanup.policy", "retention.ms", "segment.bytes", "max.message.bytes",
+                "min.insync.replicas"):
+        assert key in found, f"{key} missing from --all:\n{out}"
+    assert found["cleanup.policy"] == "delete"
+
+
+def test_configs_alter_then_describe(bootstrap, topic):
+    create_topic(bootstrap, topic, 1)
+    describe_until(bootstrap, topic, 1)
+    res = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--alter",
+                "--entity-type", "topics", "--entity-name", topic,
+                "--add-config", "retention.ms=3600000,max.message.bytes=200000")
+    assert f"Completed updating config for topic {topic}." in res.stdout, res.stdout
+    out = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe",
+                "--entity-type", "topics", "--entity-name", topic).stdout
+    assert re.search(r"^\s+retention\.ms=3600000 ", out, re.M), out
+    assert re.search(r"^\s+max\.message\.bytes=200000 ", out, re.M), out
+    kafka("kafka-configs", "--bootstrap-server", bootstrap, "--alter",
+          "--entity-type", "topics", "--entity-name", topic, "--delete-config", "retention.ms")
+    out = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe",
+                "--entity-type", "topics", "--entity-name", topic).stdout
+    assert "retention.ms=" not in out, out
+    assert "max.message.bytes=200000" in out, out
+
+
+# --------------------------------------------------------------------------- kafka-transactions
+def test_transactions_list_and_describe(bootstrap, topic):
+    ck = pytest.importorskip("confluent_kafka")
+    create_topic(bootstrap, topic, 1)
+    describe_until(bootstrap, topic, 1)
+    txn_id = f"kt-txn-{uuid.uuid4().hex[:8]}"
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, key=b"k", value=f"v{i}".encode())
+    p.commit_transaction(30)
+
+    res = kafka("kafka-transactions", "--bootstrap-server", bootstrap, "list")
+    lines = [line.split() for line in res.stdout.splitlines() if line.strip()]
+    assert lines[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], res.stdout
+    mine = [row for row in lines[1:] if row[0] == txn_id]
+    assert len(mine) == 1, res.stdout
+    assert mine[0][3] in ("CompleteCommit", "Empty"), mine
+
+    res = kafka("kafka-transactions", "--bootstrap-server", bootstrap, "describe",
+                "--transactional-id", txn_id)
+    hdr, *rows = [line.split("\t") for line in res.stdout.splitlines() if line.strip()]
+    hdr = [h.strip() for h in hdr]
+    row = dict(zip(hdr, (c.strip() for c in rows[0])))
+    assert row["TransactionalId"] == txn_id, res.stdout
+    assert row["ProducerId"] == mine[0][2]
+    assert row["TransactionState"] in ("CompleteCommit", "Empty"), row
+    del p

@@ -1,0 +1,39 @@
+"""Shared fixtures: brokers as real separate processes, real clients over real sockets."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    """One broker shared by the tests that do not restart or break it."""
+    proc = BrokerProcess(str(tmp_path_factory.mktemp("shared-broker") / "data"))
+    proc.start()
+    yield proc
+    proc.stop()
+    assert proc.proc.returncode == 0, proc.output()[-4000:]
+
+
+@pytest.fixture
+def own_broker(tmp_path):
+    """A broker for one test, free to be killed and restarted."""
+    procs = []
+
+    def make(**overrides: str) -> BrokerProcess:
+        proc = BrokerProcess(str(tmp_path / f"data{len(procs)}"), overrides)
+        procs.append(proc)
+        return proc.start()
+
+    yield make
+    for proc in procs:
+        proc.kill9()
+
+
+@pytest.fixture
+def topic_name(request) -> str:
+    return f"{request.node.name[:60].replace('[', '-').replace(']', '')}-{uuid.uuid4().hex[:6]}"

@@ -152,10 +152,12 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def _coerce(spec: _FieldSpec, value: Any) -> Any:
+    if value is None:
+        return None
     if spec.entity is not None:
         if spec.is_tuple:
             return tuple(v if dataclasses.is_dataclass(v) else build(spec.entity, v) for v in value)
-        if value is None or dataclasses.is_dataclass(value):
+        if dataclasses.is_dataclass(value):
             return value
         return build(spec.entity, value)
     if spec.is_tuple:
@@ -166,7 +168,7 @@ def _coerce(spec: _FieldSpec, value: Any) -> Any:
     if kt == "error_code":
         return ErrorCode(value)
     if kt == "datetime_i64":
-        if value is None or isinstance(value, datetime.datetime):
+        if isinstance(value, datetime.datetime):
             return value
         return _EPOCH + datetime.timedelta(milliseconds=value)
     return value

@@ -17,7 +17,7 @@ _i16 = struct.Struct(">h").pack
 _i32 = struct.Struct(">i").pack
 _i64 = struct.Struct(">q").pack
 _PRODUCE_PART = struct.Struct(">ihqq")  # index, error, base offset, log append time
-_FETCH_PART = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
+_FETCH_PART = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
 
 
 def uvarint(n: int) -> bytes:
@@ -82,7 +82,9 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
         out.append(topic_id.bytes if version >= 13 else _string(name, flex))
         out.append(_array_len(len(parts), flex))
         for index, error, hw, lso, log_start, aborted, records in parts:
-            out.append(_FETCH_PART.pack(index, error, hw, lso, log_start))
+            out.append(_FETCH_PART.pack(index, error, hw, lso))
+            if version >= 5:
+                out.append(_i64(log_start))
             if aborted is None:
                 out.append(b"\x00" if flex else _i32(-1))
             else:

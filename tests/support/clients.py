@@ -13,8 +13,9 @@ def admin(bootstrap: str) -> AdminClient:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
-    fs = admin(bootstrap).create_topics([NewTopic(name, partitions, 1, config=config or {})],
-                                        operation_timeout=10)
+    client = admin(bootstrap)  # must outlive the future, or librdkafka destroys the handle
+    fs = client.create_topics([NewTopic(name, partitions, 1, config=config or {})],
+                              operation_timeout=10)
     fs[name].result(timeout=15)
 
 

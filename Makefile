@@ -1,0 +1,49 @@
+# Tasks people run. Everything installs itself into .venv (pip cache reused between runs).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install tools run test test-all test-unit lint bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# External tools the integration tests drive: kcat (Debian) and Apache Kafka's own CLI (Maven).
+tools: install
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null 2>&1 \
+	    || echo "warning: kcat could not be installed; kcat tests will be skipped"; \
+	  else echo "warning: not root, kcat not installed; kcat tests will be skipped"; fi; }
+	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && [ -x compat/kafka/fetch.sh ]; then \
+	  bash compat/kafka/fetch.sh || echo "warning: Apache Kafka jars unavailable; kafka_tools tests will be skipped"; fi
+
+run: install
+	$(PY) -m broker $(ARGS)
+
+test: tools
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: tools
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+lint: install
+	$(PY) -m ruff check protocol storage coordinator broker tests bench
+
+bench: tools
+	$(PY) bench/produce_bench.py --target both
+
+bench-quick: tools
+	$(PY) bench/produce_bench.py --target ours --quick
+
+clean:
+	rm -rf $(VENV) kbroker-data .pytest_cache

@@ -1,0 +1,175 @@
+"""Segment log: offsets, roll, reads, recovery, retention, idempotent sequences."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from protocol import records as rb
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import Log, LogConfig
+
+
+def batch(i: int, n: int = 1, pid: int = -1, epoch: int = -1, seq: int = -1, ts: int = 1000) -> bytes:
+    return bytes(rb.build_batch([(b"k%d" % i, b"v" * 50)] * n, timestamp=ts + i, producer_id=pid,
+                                producer_epoch=epoch, base_sequence=seq))
+
+
+@pytest.fixture
+def log_dir(tmp_path):
+    return str(tmp_path / "t-0")
+
+
+def open_log(path, **cfg):
+    log, report = Log.open(path, "t", 0, LogConfig(**cfg))
+    return log
+
+
+def test_offsets_are_assigned_and_segments_roll(log_dir):
+    log = open_log(log_dir, segment_bytes=1000)
+    for i in range(40):
+        info = log.append_as_leader(batch(i), leader_epoch=3)
+        assert info.base_offset == i
+    assert log.log_end_offset == 40
+    assert len(log.segments) > 3
+    data = log.read(10, 10_000, log.log_end_offset)
+    headers = [h for _, h in rb.iter_batches(data)]
+    assert headers[0].base_offset == 10
+    assert all(h.partition_leader_epoch == 3 for h in headers)
+
+
+def test_read_returns_first_batch_past_max_bytes(log_dir):
+    log = open_log(log_dir)
+    log.append_as_leader(batch(0, n=20), 0)
+    assert len(log.read(0, 10, log.log_end_offset)) > 10
+
+
+def test_read_stops_at_max_offset(log_dir):
+    log = open_log(log_dir)
+    for i in range(5):
+        log.append_as_leader(batch(i), 0)
+    data = log.read(0, 1 << 20, 3)
+    assert [h.base_offset for _, h in rb.iter_batches(data)] == [0, 1, 2]
+
+
+def test_read_out_of_range(log_dir):
+    log = open_log(log_dir)
+    log.append_as_leader(batch(0), 0)
+    with pytest.raises(KafkaError) as err:
+        log.read(5, 100, 10)
+    assert err.value.code == ErrorCode.offset_out_of_range
+
+
+def test_timestamp_lookup(log_dir):
+    log = open_log(log_dir, segment_bytes=500)
+    for i in range(20):
+        log.append_as_leader(batch(i, ts=1000), 0)
+    assert log.offset_for_timestamp(1007, 20) == (7, 1007)
+    assert log.offset_for_timestamp(5000, 20) is None
+    assert log.offset_of_max_timestamp(20) == (19, 1019)
+
+
+def test_recovery_truncates_torn_tail(log_dir):
+    log = open_log(log_dir)
+    for i in range(10):
+        log.append_as_leader(batch(i), 0)
+    path = log.active_segment.path(".log")
+    log.close(clean=False)
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 7)
+    log2, report = Log.open(log_dir, "t", 0, LogConfig())
+    assert report.bytes_truncated > 0
+    assert log2.log_end_offset == 9
+
+
+def test_idempotent_duplicate_gets_original_offset(log_dir):
+    log = open_log(log_dir)
+    for seq in range(7):
+        log.append_as_leader(batch(seq, pid=9, epoch=0, seq=seq), 0)
+    info = log.append_as_leader(batch(0, pid=9, epoch=0, seq=5), 0)
+    assert info.duplicate and info.base_offset == 5
+    assert log.log_end_offset == 7
+
+
+def test_idempotent_gap_and_stale_epoch(log_dir):
+    log = open_log(log_dir)
+    log.append_as_leader(batch(0, pid=9, epoch=1, seq=0), 0)
+    with pytest.raises(KafkaError) as gap:
+        log.append_as_leader(batch(0, pid=9, epoch=1, seq=5), 0)
+    assert gap.value.code == ErrorCode.out_of_order_sequence_number
+    with pytest.raises(KafkaError) as stale:
+        log.append_as_leader(batch(0, pid=9, epoch=0, seq=1), 0)
+    assert stale.value.code == ErrorCode.invalid_producer_epoch
+    # A duplicate older than the five-batch window is out of order, not a silent success.
+    for seq in range(1, 8):
+        log.append_as_leader(batch(seq, pid=9, epoch=1, seq=seq), 0)
+    with pytest.raises(KafkaError) as old:
+        log.append_as_leader(batch(0, pid=9, epoch=1, seq=1), 0)
+    assert old.value.code == ErrorCode.out_of_order_sequence_number
+
+
+def test_producer_state_survives_restart(log_dir):
+    log = open_log(log_dir, segment_bytes=600)
+    for seq in range(12):
+        log.append_as_leader(batch(seq, pid=4, epoch=0, seq=seq), 0)
+    log.close(clean=False)  # unclean: rebuilt from snapshot + log tail
+    log2 = open_log(log_dir, segment_bytes=600)
+    info = log2.append_as_leader(batch(0, pid=4, epoch=0, seq=11), 0)
+    assert info.duplicate and info.base_offset == 11
+
+
+def test_retention_by_bytes_advances_log_start(log_dir):
+    log = open_log(log_dir, segment_bytes=500, retention_bytes=1000)
+    for i in range(40):
+        log.append_as_leader(batch(i), 0)
+    log.high_watermark = log.log_end_offset  # the replica layer's job; a single replica here
+    deleted = log.apply_retention()
+    assert deleted > 0
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+
+
+def test_retention_by_time(log_dir):
+    log = open_log(log_dir, segment_bytes=500, retention_ms=1000)
+    for i in range(20):
+        log.append_as_leader(batch(i, ts=0), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.apply_retention(now_ms=10_000) > 0
+    assert len(log.segments) == 1
+
+
+def test_delete_records_moves_log_start(log_dir):
+    log = open_log(log_dir, segment_bytes=500)
+    for i in range(30):
+        log.append_as_leader(batch(i), 0)
+    log.high_watermark = log.log_end_offset
+    assert log.delete_records_before(17) == 17
+    with pytest.raises(KafkaError):
+        log.read(16, 100, 30)
+    assert rb.parse_header(log.read(17, 100, 30)).base_offset == 17
+    log.close()
+    log2, _ = Log.open(log_dir, "t", 0, LogConfig(segment_bytes=500), log_start_offset=17)
+    assert log2.log_start_offset == 17
+
+
+def test_log_append_time_rewrites_timestamp_and_crc(log_dir):
+    log = open_log(log_dir, message_timestamp_type="LogAppendTime")
+    info = log.append_as_leader(batch(0), 0, now_ms=123456)
+    assert info.log_append_time == 123456
+    data = log.read(0, 1000, 1)
+    header = rb.check_batch(data)  # CRC still valid
+    assert header.max_timestamp == 123456 and header.attributes & rb.ATTR_LOG_APPEND_TIME
+
+
+def test_leader_epoch_cache(log_dir):
+    log = open_log(log_dir)
+    log.leader_epochs.assign(1, 0)
+    for i in range(5):
+        log.append_as_leader(batch(i), 1)
+    log.leader_epochs.assign(2, log.log_end_offset)
+    for i in range(3):
+        log.append_as_leader(batch(i), 2)
+    assert log.leader_epochs.end_offset_for(1, log.log_end_offset) == (1, 5)
+    assert log.leader_epochs.end_offset_for(2, log.log_end_offset) == (2, 8)
+    assert log.leader_epochs.end_offset_for(7, log.log_end_offset) == (-1, -1)
+    assert log.leader_epochs.end_offset_for(0, log.log_end_offset) == (0, 0)

@@ -138,12 +138,12 @@ class Broker:
         await asyncio.to_thread(self.log_manager.close)
         log.info("broker_stopped")
 
-    def unsupported_api_versions_response(self, correlation_id: int) -> bytes:
+    def unsupported_api_versions_response(self, correlation_id: int) -> tuple[bytes, bytes]:
         """ApiVersions in the v0 layout with UNSUPPORTED_VERSION and ApiVersions' own range."""
         spec = REGISTRY[API_VERSIONS_KEY]
         body = struct.pack(">hihhh", ErrorCode.unsupported_version, 1, API_VERSIONS_KEY,
                            spec.min_version, spec.max_version)
-        return codec.frame_response(API_VERSIONS_KEY, 0, correlation_id, body)
+        return codec.frame_prefix(API_VERSIONS_KEY, 0, correlation_id, len(body)), body
 
 
 def raise_open_file_limit() -> None:

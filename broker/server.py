@@ -131,14 +131,15 @@ class KafkaConnection(asyncio.Protocol):
                     self.transport.resume_reading()
                 response = await self._handle(frame)
                 if response is not None and not self.transport.is_closing():
-                    self.transport.write(response)
+                    # (size + header, body): large fetch bodies are not copied into one buffer.
+                    self.transport.writelines(response)
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler must not take the broker down
             log.exception("connection_worker_failed", peer=self.peer)
             self.transport.close()
 
-    async def _handle(self, frame: bytes) -> bytes | None:
+    async def _handle(self, frame: bytes) -> tuple[bytes, bytes] | None:
         try:
             api_key, api_version, correlation_id = codec.parse_header_prefix(frame)
         except InvalidRequest:
@@ -174,16 +175,16 @@ class KafkaConnection(asyncio.Protocol):
             return None
         if not isinstance(result, (bytes, bytearray)):
             result = codec.encode_body(api_key, api_version, result)
-        return codec.frame_response(api_key, api_version, correlation_id, result)
+        return codec.frame_prefix(api_key, api_version, correlation_id, len(result)), result
 
-    def _refuse(self, spec, frame: bytes, api_version: int, correlation_id: int) -> bytes | None:
+    def _refuse(self, spec, frame: bytes, api_version: int, correlation_id: int) -> tuple[bytes, bytes] | None:
         try:
             header = codec.parse_header(frame, 1)
             body = spec.legacy(frame, header.body_offset, api_version)
         except Exception:
             self._close_for("unreadable_request", api=spec.name, version=api_version)
             return None
-        return codec.frame_response(spec.key, api_version, correlation_id, body)
+        return codec.frame_prefix(spec.key, api_version, correlation_id, len(body)), body
 
     def close(self) -> None:
         if self.transport is not None:

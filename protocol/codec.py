@@ -207,7 +207,12 @@ def response_header(api_key: int, api_version: int, correlation_id: int) -> byte
     return _I32.pack(correlation_id)
 
 
+def frame_prefix(api_key: int, api_version: int, correlation_id: int, body_size: int) -> bytes:
+    """Size prefix + response header, to be followed by a body of ``body_size`` bytes."""
+    header = response_header(api_key, api_version, correlation_id)
+    return _I32.pack(len(header) + body_size) + header
+
+
 def frame_response(api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
     """Size prefix + response header + encoded body."""
-    header = response_header(api_key, api_version, correlation_id)
-    return _I32.pack(len(header) + len(body)) + header + body
+    return frame_prefix(api_key, api_version, correlation_id, len(body)) + body

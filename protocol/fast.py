@@ -107,3 +107,50 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
     if flex:
         out.append(b"\x00")
     return b"".join(out)
+
+
+def _int32_array(values: list[int], flexible: bool) -> bytes:
+    return _array_len(len(values), flexible) + b"".join(_i32(v) for v in values)
+
+
+def encode_metadata_response(version: int, brokers: list[tuple[int, str, int, str | None]],
+                             cluster_id: str | None, controller_id: int,
+                             topics: list[tuple], throttle_time_ms: int = 0) -> bytes:
+    """``topics``: [(error_code, name, topic_id, is_internal, partitions)] with partitions
+    [(error_code, index, leader, leader_epoch, replicas, isr, offline)]."""
+    flex = version >= 9
+    tag = b"\x00" if flex else b""
+    out = [_i32(throttle_time_ms)] if version >= 3 else []
+    out.append(_array_len(len(brokers), flex))
+    for node_id, host, port, rack in brokers:
+        out.append(_i32(node_id) + _string(host, flex) + _i32(port))
+        if version >= 1:
+            out.append(_string(rack, flex))
+        out.append(tag)
+    if version >= 2:
+        out.append(_string(cluster_id, flex))
+    if version >= 1:
+        out.append(_i32(controller_id))
+    out.append(_array_len(len(topics), flex))
+    for error, name, topic_id, is_internal, partitions in topics:
+        out.append(_i16(error) + _string(name, flex))
+        if version >= 10:
+            out.append(topic_id.bytes)
+        if version >= 1:
+            out.append(b"\x01" if is_internal else b"\x00")
+        out.append(_array_len(len(partitions), flex))
+        for p_error, index, leader, epoch, replicas, isr, offline in partitions:
+            out.append(_i16(p_error) + _i32(index) + _i32(leader))
+            if version >= 7:
+                out.append(_i32(epoch))
+            out.append(_int32_array(replicas, flex) + _int32_array(isr, flex))
+            if version >= 5:
+                out.append(_int32_array(offline, flex))
+            out.append(tag)
+        if version >= 8:
+            out.append(_i32(-2147483648))
+        out.append(tag)
+    if 8 <= version <= 10:
+        out.append(_i32(-2147483648))
+    out.append(tag)
+    return b"".join(out)

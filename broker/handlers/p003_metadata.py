@@ -18,17 +18,13 @@ Version notes:
 
 import uuid
 
+from protocol import fast
 from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..server import RequestContext
-
-
-def broker_entry(ctx: RequestContext) -> dict:
-    b = ctx.broker
-    return {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": None}
 
 
 def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
@@ -49,7 +45,7 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
 
 
 @register(3, 0, 12)
-async def handle_metadata(ctx: RequestContext, request) -> dict:
+async def handle_metadata(ctx: RequestContext, request) -> bytes:
     version = ctx.api_version
     broker = ctx.broker
     topics = broker.metadata.topics
@@ -59,14 +55,13 @@ async def handle_metadata(ctx: RequestContext, request) -> dict:
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         entries = [_lookup(ctx, t, version, allow_auto) for t in requested]
-    return {
-        "throttle_time": 0,
-        "brokers": [broker_entry(ctx)],
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.node_id,
-        "topics": entries,
-        "cluster_authorized_operations": -2147483648,
-    }
+    return fast.encode_metadata_response(
+        version, [(broker.node_id, broker.host, broker.port, None)], broker.cluster_id,
+        broker.node_id,
+        [(e["error_code"], e["name"], e["topic_id"], e["is_internal"],
+          [(p["error_code"], p["partition_index"], p["leader_id"], p["leader_epoch"],
+            p["replica_nodes"], p["isr_nodes"], p["offline_replicas"]) for p in e["partitions"]])
+         for e in entries])
 
 
 def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> dict:

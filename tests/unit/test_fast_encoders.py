@@ -61,3 +61,30 @@ def test_fetch_session_error_matches_kio(version):
     ours = fast.encode_fetch_response(version, 70, 0, [])
     kio = encode_body(1, version, {"throttle_time": 0, "error_code": 70, "session_id": 0, "responses": []})
     assert ours == kio
+
+
+@pytest.mark.parametrize("version", range(0, 13))
+def test_metadata_response_matches_kio(version):
+    tid = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    topics = [(0, "orders", tid, False, [(0, 0, 1, 5, [1], [1], []), (0, 1, 1, 5, [1, 2], [1], [2])]),
+              (3, "missing", uuid.UUID(int=0), False, [])]
+    ours = fast.encode_metadata_response(version, [(1, "localhost", 9092, None), (2, "h2", 9093, "r1")],
+                                         "clusterid", 1, topics)
+    kio = encode_body(3, version, {
+        "throttle_time": 0,
+        "brokers": [{"node_id": 1, "host": "localhost", "port": 9092, "rack": None},
+                    {"node_id": 2, "host": "h2", "port": 9093, "rack": "r1"}],
+        "cluster_id": "clusterid", "controller_id": 1,
+        "topics": [
+            {"error_code": 0, "name": "orders", "topic_id": tid, "is_internal": False,
+             "partitions": [
+                 {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 5,
+                  "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []},
+                 {"error_code": 0, "partition_index": 1, "leader_id": 1, "leader_epoch": 5,
+                  "replica_nodes": [1, 2], "isr_nodes": [1], "offline_replicas": [2]}],
+             "topic_authorized_operations": -2147483648},
+            {"error_code": 3, "name": "missing", "topic_id": uuid.UUID(int=0), "is_internal": False,
+             "partitions": [], "topic_authorized_operations": -2147483648}],
+        "cluster_authorized_operations": -2147483648,
+    })
+    assert ours == kio

@@ -35,12 +35,17 @@ class ApiSpec:
 REGISTRY: dict[int, ApiSpec] = {}
 
 
+def camel_name(name: str) -> str:
+    """kio's ``init_producer_id`` -> Kafka's ``InitProducerId`` (as in Kafka's metric tags)."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
 def register(key: int, min_version: int, max_version: int, *, refused_below: int = 0,
              legacy: Callable[[bytes, int, int], bytes] | None = None):
     """Decorator: register ``handler`` as the implementation of API ``key``."""
 
     def wrap(handler: Callable[..., Any]) -> Callable[..., Any]:
-        REGISTRY[key] = ApiSpec(key, api_key_map[key], min_version, max_version, handler,
+        REGISTRY[key] = ApiSpec(key, camel_name(api_key_map[key]), min_version, max_version, handler,
                                 refused_below, legacy)
         return handler
 

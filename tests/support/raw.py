@@ -69,6 +69,12 @@ class RawClient:
         out = struct.pack(">hhih", api_key, version, correlation_id, len(cid)) + cid
         return out + (b"\x00" if hv >= 2 else b"")
 
+    def call(self, api_key: int, version: int, fields: dict) -> object:
+        """Like :meth:`request`, with the request given as a dict of kio field names."""
+        from protocol.codec import build
+
+        return self.request(api_key, version, build(request_class(api_key, version), fields))
+
     def request(self, api_key: int, version: int, body) -> object:
         """Send a kio request entity and decode the kio response entity."""
         self.correlation_id += 1

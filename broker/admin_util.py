@@ -1,0 +1,538 @@
+"""Shared helpers for the admin APIs: config resources, config sources and synonyms
+(DescribeConfigs), validated topic-config changes (AlterConfigs, IncrementalAlterConfigs),
+and the dynamic broker configs.
+
+Config sources and synonyms follow Kafka's ``ConfigHelper``: a topic config's source is
+TOPIC_CONFIG when the topic overrides it, else the source of the first broker-level synonym
+found in the order per-broker dynamic (DYNAMIC_BROKER_CONFIG), cluster-wide dynamic
+(DYNAMIC_DEFAULT_BROKER_CONFIG), server.properties/--override (STATIC_BROKER_CONFIG), built-in
+default (DEFAULT_CONFIG). Like Kafka, synonyms listed before the primary broker key are dropped,
+so ``retention.ms`` shows no synonyms unless ``log.retention.ms`` itself is set somewhere.
+
+Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs on BROKER resources): the
+broker-level log defaults listed in :data:`DYNAMIC_BROKER_KEYS`, per broker (resource name =
+node id) or cluster-wide (empty name). They are kept in ``<log dir>/__dynamic_broker_configs.json``
+(written with fsync + rename before they apply), applied to ``broker.config`` and to every open
+partition's log config, and re-applied at start-up by :func:`load_dynamic_broker_configs`.
+
+Differs from Kafka: only that subset is dynamic (Kafka has more: listeners, SSL, thread
+pools, quotas...); every other broker key is read-only and refused with INVALID_REQUEST
+("Cannot update these configs dynamically: [...]"), and unknown broker keys are refused
+instead of being stored (Kafka 4.3 stores them). Group configs (resource type GROUP) are not
+supported. A STATIC_BROKER_CONFIG is recognised by a value that differs from the built-in
+default (a key set to its default value shows as DEFAULT_CONFIG).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+
+from . import topic_config
+from .config import KEYS, ConfigError
+from .replica_manager import INTERNAL_TOPICS, validate_topic_name
+
+if TYPE_CHECKING:
+    from coordinator.controller.store import TopicState
+
+    from .broker import Broker
+
+log = structlog.get_logger("broker.admin")
+
+
+class ResourceType(IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(IntEnum):
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1  # DYNAMIC_TOPIC_CONFIG in the admin clients
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class ConfigType(IntEnum):
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class OpType(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+# Kafka's ServerTopicConfigSynonyms: the broker key behind each topic key (primary first).
+TOPIC_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+}
+
+# Broker keys Kafka has but this broker's config does not: their fixed defaults, so the
+# DEFAULT_CONFIG synonym still shows.
+_MISSING_BROKER_DEFAULTS = {"compression.type": "producer", "log.segment.delete.delay.ms": "60000",
+                            "log.message.downconversion.enable": "true"}
+
+# The broker keys this broker can change at run time (all are topic-config defaults).
+DYNAMIC_BROKER_KEYS = frozenset({
+    "log.segment.bytes", "log.roll.ms", "log.retention.ms", "log.retention.bytes",
+    "log.flush.interval.messages", "log.flush.interval.ms", "log.index.interval.bytes",
+    "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "log.message.timestamp.type",
+    "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable",
+})
+
+LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy", "listeners", "advertised.listeners",
+                       "log.dirs", "controller.listener.names", "process.roles",
+                       "controller.quorum.voters", "controller.quorum.bootstrap.servers"})
+
+TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
+    "cleanup.policy": ConfigType.LIST, "compression.type": ConfigType.STRING,
+    "delete.retention.ms": ConfigType.LONG, "file.delete.delay.ms": ConfigType.LONG,
+    "flush.messages": ConfigType.LONG, "flush.ms": ConfigType.LONG,
+    "index.interval.bytes": ConfigType.INT, "max.message.bytes": ConfigType.INT,
+    "message.timestamp.type": ConfigType.STRING, "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
+    "min.compaction.lag.ms": ConfigType.LONG, "min.insync.replicas": ConfigType.INT,
+    "retention.bytes": ConfigType.LONG, "retention.ms": ConfigType.LONG,
+    "segment.bytes": ConfigType.INT, "segment.ms": ConfigType.LONG,
+    "segment.index.bytes": ConfigType.INT, "unclean.leader.election.enable": ConfigType.BOOLEAN,
+    "message.downconversion.enable": ConfigType.BOOLEAN,
+}
+
+TOPIC_DOCS: dict[str, str] = {
+    "cleanup.policy": "A list of 'delete' (discard old segments by time or size) and/or 'compact' "
+                      "(keep the latest value per key).",
+    "compression.type": "Final compression of the topic's data; 'producer' keeps the producer's codec.",
+    "delete.retention.ms": "How long delete tombstones are kept on compacted topics.",
+    "file.delete.delay.ms": "Time to wait before deleting a file from the filesystem.",
+    "flush.messages": "Force an fsync after this many messages are appended.",
+    "flush.ms": "Force an fsync once data is this old (ms).",
+    "index.interval.bytes": "How often (in bytes) an offset index entry is added.",
+    "max.message.bytes": "Largest record batch size allowed, after compression.",
+    "message.timestamp.type": "CreateTime or LogAppendTime.",
+    "min.cleanable.dirty.ratio": "Dirty/total ratio above which the log cleaner compacts the log.",
+    "min.compaction.lag.ms": "Minimum time a record stays uncompacted.",
+    "min.insync.replicas": "Minimum in-sync replicas for an acks=all write to succeed.",
+    "retention.bytes": "Maximum partition size before old segments are deleted; -1 for no limit.",
+    "retention.ms": "Maximum age of a segment before it is deleted; -1 for no limit.",
+    "segment.bytes": "Size of a log segment file.",
+    "segment.ms": "Time after which a segment is rolled even if not full.",
+    "segment.index.bytes": "Size of the offset index of a segment.",
+    "unclean.leader.election.enable": "Whether replicas outside the ISR may become leader.",
+    "message.downconversion.enable": "Whether fetches may down-convert to older message formats.",
+}
+
+ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # no authorizer: all
+ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+DYNAMIC_FILE = "__dynamic_broker_configs.json"
+
+
+def config_value(v: Any) -> str | None:
+    """A parsed config value as Kafka prints it."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v))
+    return str(v)
+
+
+def broker_config_type(name: str) -> ConfigType:
+    if name in LIST_KEYS:
+        return ConfigType.LIST
+    key = KEYS.get(name)
+    if key is None:
+        return ConfigType.UNKNOWN
+    parse = key.parse
+    if parse is int:
+        return ConfigType.LONG if name.endswith((".ms", ".bytes", ".messages")) else ConfigType.INT
+    if parse is float:
+        return ConfigType.DOUBLE
+    if parse is str:
+        return ConfigType.STRING
+    return ConfigType.BOOLEAN
+
+
+def broker_synonyms(name: str) -> list[str]:
+    """Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the keys that can set ``name``."""
+    if name in ("log.roll.ms", "log.roll.hours"):
+        return ["log.roll.ms", "log.roll.hours"]
+    if name in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"):
+        return ["log.retention.ms", "log.retention.minutes", "log.retention.hours"]
+    if name == "log.flush.interval.ms":
+        return ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"]
+    return [name]
+
+
+def node_id_of(broker: Broker, name: str, *, describe: bool) -> None:
+    """Check a BROKER resource name against this node (INVALID_REQUEST as Kafka words it)."""
+    try:
+        node = int(name)
+    except ValueError:
+        what = "Broker id" if describe else "Node id"
+        raise KafkaError(ErrorCode.invalid_request, f"{what} must be an integer, but it is: {name}") from None
+    if node != broker.node_id:
+        either = " or empty string" if describe else ""
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected broker id, expected {broker.node_id}{either}, but received {name}")
+
+
+def duplicate_resources(resources: Iterable) -> set[tuple[int, str]]:
+    seen: set[tuple[int, str]] = set()
+    dups: set[tuple[int, str]] = set()
+    for r in resources:
+        key = (r.resource_type, r.resource_name)
+        (dups if key in seen else seen).add(key)
+    return dups
+
+
+def check_alter_entries(configs: Iterable, *, null_ok=lambda c: False) -> None:
+    """Kafka's ConfigAdminManager.preprocess: duplicate keys and null values are INVALID_REQUEST."""
+    names = [c.name for c in configs]
+    if len(names) != len(set(names)):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    nulls = [c.name for c in configs if c.value is None and not null_ok(c)]
+    if nulls:
+        raise KafkaError(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
+
+
+def unsupported_resource(resource_type: int) -> str:
+    try:
+        kind = ResourceType(resource_type)
+    except ValueError:
+        return f"Unknown resource type {resource_type}"
+    return f"Resource type {kind.name} is not supported by this broker"
+
+
+def resource_error(r, code: ErrorCode, message: str | None) -> dict:
+    return {"error_code": code, "error_message": message, "resource_type": r.resource_type,
+            "resource_name": r.resource_name}
+
+
+# --- topics ----------------------------------------------------------------------------------
+
+def topic_for_config_change(broker: Broker, name: str) -> None:
+    """Name checks before a topic config change (Kafka's ControllerConfigurationValidator)."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+    validate_topic_name(name)
+
+
+def type_error(name: str, value: str, ctype: ConfigType) -> str | None:
+    """Kafka's ConfigDef.parseType wording for a value of the wrong type, else None."""
+    v = value.strip()
+    try:
+        if ctype in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+            int(v)
+        elif ctype is ConfigType.DOUBLE:
+            float(v)
+        elif ctype is ConfigType.BOOLEAN and v.lower() not in ("true", "false"):
+            return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+    except ValueError:
+        return f"Invalid value {value} for configuration {name}: Not a number of type {ctype.name}"
+    return None
+
+
+def _kafka_wording(message: str) -> str:
+    """topic_config's ``must be >= N`` as Kafka's ``Value must be at least N``."""
+    head, sep, req = message.rpartition(": must be >= ")
+    return f"{head}: Value must be at least {req}" if sep else message
+
+
+def validated_topic_overrides(overrides: dict[str, str]) -> dict[str, str]:
+    """Normalise every override; INVALID_CONFIG naming the key on the first bad one."""
+    out = {}
+    for key, value in overrides.items():
+        if key in TOPIC_CONFIG_TYPES and value is not None:
+            bad = type_error(key, value, TOPIC_CONFIG_TYPES[key])
+            if bad:
+                raise KafkaError(ErrorCode.invalid_config, bad)
+        try:
+            out[key] = topic_config.validate_topic_config(key, value)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.invalid_config, _kafka_wording(str(exc))) from None
+    return out
+
+
+def apply_topic_overrides(broker: Broker, name: str, overrides: dict[str, str],
+                          validate_only: bool) -> None:
+    if name not in broker.metadata.topics:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
+    if not validate_only and overrides != broker.metadata.topics[name].configs:
+        broker.replica_manager.alter_topic_configs(name, overrides)
+        log.info("topic_configs_altered", topic=name, configs=overrides)
+
+
+def incremental(current: dict[str, str], configs: Iterable, default_of, *, broker: bool = False) -> dict[str, str]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a copy of ``current``; LIST-typed keys only for the
+    last two (INVALID_CONFIG otherwise, worded as Kafka words it for topics and brokers)."""
+    new = dict(current)
+    for c in configs:
+        try:
+            op = OpType(c.config_operation)
+        except ValueError:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Unknown operations type {c.config_operation}") from None
+        if op is OpType.SET:
+            new[c.name] = c.value
+        elif op is OpType.DELETE:
+            new.pop(c.name, None)
+        else:
+            if c.name not in LIST_KEYS:
+                if broker:
+                    message = f"Config value {op.name.lower()} is not allowed for config key: {c.name}"
+                else:
+                    message = f"Can't {op.name} to key {c.name} because its type is not LIST."
+                raise KafkaError(ErrorCode.invalid_config, message)
+            base = new.get(c.name)
+            if base is None:
+                base = default_of(c.name)
+            parts = [p for p in (base or "").split(",") if p]
+            for v in c.value.split(","):
+                if op is OpType.APPEND and v not in parts:
+                    parts.append(v)
+                elif op is OpType.SUBTRACT and v in parts:
+                    parts.remove(v)
+            new[c.name] = ",".join(parts)
+    return new
+
+
+def describe_topic(broker: Broker, topic: TopicState, keys, include_synonyms: bool,
+                   include_docs: bool) -> list[dict]:
+    dyn = dynamic_configs(broker)
+    out = []
+    for key, (value, is_override) in sorted(topic_config.effective(topic.configs, broker.config).items()):
+        if keys and key not in keys:
+            continue
+        synonyms = [(key, value, ConfigSource.TOPIC_CONFIG)] if is_override else []
+        primary = TOPIC_SYNONYMS.get(key)
+        if primary is not None:
+            synonyms += dyn.synonyms(primary)
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        out.append({
+            "name": key, "value": value, "read_only": False, "config_source": source,
+            "is_sensitive": False,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms] if include_synonyms else [],
+            "config_type": TOPIC_CONFIG_TYPES.get(key, ConfigType.UNKNOWN),
+            "documentation": TOPIC_DOCS.get(key) if include_docs else None,
+        })
+    return out
+
+
+# --- brokers ---------------------------------------------------------------------------------
+
+def describe_broker(broker: Broker, per_broker: bool, keys, include_synonyms: bool,
+                    include_docs: bool) -> list[dict]:
+    dyn = dynamic_configs(broker)
+    if per_broker:
+        names = sorted(KEYS)
+        values = {n: config_value(broker.config.get(n)) for n in names}
+    else:  # the cluster-wide default resource shows only the dynamic defaults, as Kafka
+        names = sorted(dyn.cluster_default)
+        values = dict(dyn.cluster_default)
+    out = []
+    for name in names:
+        if keys and name not in keys:
+            continue
+        synonyms = dyn.synonyms(name)
+        if not per_broker:
+            synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        out.append({
+            "name": name, "value": values[name], "read_only": name not in DYNAMIC_BROKER_KEYS,
+            "config_source": source, "is_sensitive": False,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms] if include_synonyms else [],
+            "config_type": broker_config_type(name),
+            "documentation": _broker_doc(name) if include_docs else None,
+        })
+    return out
+
+
+def _broker_doc(name: str) -> str | None:
+    for topic_key, broker_key in TOPIC_SYNONYMS.items():
+        if broker_key == name:
+            return f"The default for the topic config {topic_key}: {TOPIC_DOCS[topic_key]}"
+    return None
+
+
+class DynamicBrokerConfigs:
+    """Per-broker and cluster-wide dynamic broker configs, layered over the static config."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.static: dict[str, Any] = dict(broker.config.values)
+        self.per_broker: dict[str, str] = {}
+        self.cluster_default: dict[str, str] = {}
+        self.path = os.path.join(broker.config.log_dir, DYNAMIC_FILE)
+        try:
+            with open(self.path) as f:
+                raw = json.load(f)
+            self.per_broker = dict(raw.get("per_broker", {}))
+            self.cluster_default = dict(raw.get("cluster_default", {}))
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            log.error("dynamic_broker_configs_unreadable", path=self.path, error=str(exc))
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def synonyms(self, name: str) -> list[tuple[str, str | None, ConfigSource]]:
+        """Kafka's ConfigHelper.configSynonyms over ``broker_synonyms(name)``."""
+        names = broker_synonyms(name)
+        found: list[tuple[str, str | None, ConfigSource]] = []
+        for n in names:
+            if n in self.per_broker:
+                found.append((n, self.per_broker[n], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        for n in names:
+            if n in self.cluster_default:
+                found.append((n, self.cluster_default[n], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+        for n in names:
+            key = KEYS.get(n)
+            if key is not None and self.static.get(n) is not None and self.static.get(n) != key.default:
+                found.append((n, config_value(self.static[n]), ConfigSource.STATIC_BROKER_CONFIG))
+        for n in names:
+            key = KEYS.get(n)
+            default = config_value(key.default) if key is not None else _MISSING_BROKER_DEFAULTS.get(n)
+            if default is not None:
+                found.append((n, default, ConfigSource.DEFAULT_CONFIG))
+        while found and found[0][0] != name:
+            found.pop(0)
+        return found
+
+    def layer(self, per_broker: bool) -> dict[str, str]:
+        return self.per_broker if per_broker else self.cluster_default
+
+    def default_of(self, name: str) -> str | None:
+        return config_value(self.broker.config.get(name))
+
+    # --- changing --------------------------------------------------------------------------
+
+    @staticmethod
+    def validate(configs: dict[str, str]) -> dict[str, str]:
+        """INVALID_REQUEST (as Kafka: KAFKA-13609) for read-only, unknown or bad values."""
+        unknown = sorted(k for k in configs if k not in KEYS)
+        if unknown:
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown broker configs: {', '.join(unknown)}")
+        fixed = sorted(k for k in configs if k not in DYNAMIC_BROKER_KEYS)
+        if fixed:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
+        out = {}
+        for name, raw in configs.items():
+            key = KEYS[name]
+            bad = type_error(name, raw, broker_config_type(name))
+            if bad:
+                raise KafkaError(ErrorCode.invalid_request, bad)
+            try:
+                if raw.strip() == "":
+                    raise ValueError("empty value")
+                value = key.parse(raw)
+            except ValueError as exc:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 f"Invalid value {raw} for configuration {name}: {exc}") from None
+            if key.check is not None and not key.check(value):
+                raise KafkaError(ErrorCode.invalid_request, _kafka_wording(
+                    f"Invalid value {raw} for configuration {name}: {key.requirement}"))
+            out[name] = config_value(value)
+        return out
+
+    def replace(self, per_broker: bool, configs: dict[str, str], validate_only: bool) -> None:
+        configs = self.validate(configs)
+        if validate_only:
+            return
+        if per_broker:
+            self.per_broker = configs
+        else:
+            self.cluster_default = configs
+        self._save()
+        log.info("dynamic_broker_configs_altered", scope="broker" if per_broker else "cluster-default",
+                 configs=configs)
+        self.apply()
+
+    def _save(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"per_broker": self.per_broker, "cluster_default": self.cluster_default}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def apply(self) -> None:
+        """Make ``broker.config`` the layered values and re-derive every partition's log config."""
+        values = self.broker.config.values
+        for name in DYNAMIC_BROKER_KEYS | set(self.per_broker) | set(self.cluster_default):
+            raw = self.per_broker.get(name, self.cluster_default.get(name))
+            if raw is None:
+                values[name] = self.static.get(name)
+            else:
+                values[name] = KEYS[name].parse(raw)
+        rm = self.broker.replica_manager
+        for topic in list(self.broker.metadata.topics.values()):
+            internal = topic.name if topic.name in INTERNAL_TOPICS else None
+            cfg = topic_config.log_config(topic.configs, self.broker.config, internal)
+            for i in range(len(topic.partitions)):
+                part = rm.partitions.get((topic.name, i))
+                if part is not None:
+                    part.log.config = cfg
+
+
+def dynamic_configs(broker: Broker) -> DynamicBrokerConfigs:
+    dyn = getattr(broker, "dynamic_broker_configs", None)
+    if dyn is None:
+        dyn = DynamicBrokerConfigs(broker)
+        broker.dynamic_broker_configs = dyn
+        if dyn.per_broker or dyn.cluster_default:
+            dyn.apply()
+    return dyn
+
+
+def load_dynamic_broker_configs(broker: Broker) -> None:
+    """Start-up hook: apply the persisted dynamic broker configs before partitions open."""
+    try:
+        dynamic_configs(broker)
+    except Exception:  # a bad file must not keep the broker down
+        log.exception("dynamic_broker_configs_not_applied")

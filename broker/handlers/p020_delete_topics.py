@@ -1,0 +1,92 @@
+"""DeleteTopics: v1-6
+
+Behavior:
+- Deletes each named topic (v6: or the topic with the given id): its metadata, partitions and
+  log directories; long-poll fetches waiting on it are woken. Each result carries the name and
+  (v6) the topic id.
+- ``delete.topic.enable=false``: every topic gets TOPIC_DELETION_DISABLED (INVALID_REQUEST
+  before v3), as Kafka.
+- An unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. A name or
+  id given twice, both a name and an id in one entry, or neither, gets INVALID_REQUEST (Kafka's
+  messages: "Duplicate topic name.", ...).
+- Internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
+  INVALID_REQUEST.
+
+Differs from Kafka: Kafka 4.x deletes internal topics when asked (only the kafka-topics tool
+refuses); here the group and transaction coordinators keep those partitions open, so the
+request is refused. Deletion is synchronous, so ``timeout_ms`` is not needed.
+
+Version notes:
+- v2-3 throttle; v3 TOPIC_DELETION_DISABLED; v4 flexible; v5 error_message; v6 topics by
+  name or id, topic_id in results.
+"""
+
+from collections import Counter
+
+from protocol.api import register
+from protocol.codec import ZERO_UUID
+from protocol.errors import ErrorCode, KafkaError
+
+from ..replica_manager import INTERNAL_TOPICS
+from ..server import RequestContext
+
+
+@register(20, 1, 6)
+async def handle_delete_topics(ctx: RequestContext, request) -> dict:
+    version = ctx.api_version
+    if version >= 6:
+        # kio reads the all-zero id as None
+        entries = [(t.name, ZERO_UUID if t.topic_id is None else t.topic_id) for t in request.topics]
+    else:
+        entries = [(name, ZERO_UUID) for name in request.topic_names]
+    if not ctx.broker.config["delete.topic.enable"]:
+        code = ErrorCode.invalid_request if version < 3 else ErrorCode.topic_deletion_disabled
+        return {"throttle_time": 0, "responses": [
+            _result(name, tid, code, "Topic deletion is disabled.") for name, tid in entries]}
+    names = Counter(n for n, tid in entries if n is not None and tid == ZERO_UUID)
+    ids = Counter(tid for n, tid in entries if n is None and tid != ZERO_UUID)
+    responses = []
+    reported: set = set()
+    for name, tid in entries:
+        if name is None and tid == ZERO_UUID:
+            responses.append(_result(None, ZERO_UUID, ErrorCode.invalid_request,
+                                     "Neither topic name nor id were specified."))
+        elif name is not None and tid != ZERO_UUID:
+            responses.append(_result(name, tid, ErrorCode.invalid_request,
+                                     "You may not specify both topic name and topic id."))
+        elif name is not None and names[name] > 1:
+            if ("n", name) not in reported:
+                reported.add(("n", name))
+                responses.append(_result(name, ZERO_UUID, ErrorCode.invalid_request, "Duplicate topic name."))
+        elif name is None and ids[tid] > 1:
+            if ("i", tid) not in reported:
+                reported.add(("i", tid))
+                responses.append(_result(None, tid, ErrorCode.invalid_request, "Duplicate topic id."))
+        else:
+            responses.append(_delete(ctx, name, tid))
+    return {"throttle_time": 0, "responses": responses}
+
+
+def _result(name, topic_id, code, message) -> dict:
+    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+
+
+def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
+    broker = ctx.broker
+    try:
+        if name is None:
+            topic = broker.metadata.topic_by_id(topic_id)
+            if topic is None:
+                raise KafkaError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+        else:
+            topic = broker.metadata.topics.get(name)
+            if topic is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                                 "This server does not host this topic-partition.")
+        if topic.name in INTERNAL_TOPICS:
+            raise KafkaError(ErrorCode.invalid_request,
+                             f"Topic {topic.name} is an internal topic and cannot be deleted.")
+        broker.replica_manager.delete_topic(topic.name)
+        return _result(topic.name, topic.uuid, ErrorCode.none, None)
+    except KafkaError as exc:
+        return _result(name, topic_id, exc.code, exc.message)

@@ -1,0 +1,67 @@
+"""DeleteRecords: v0-2
+
+Behavior:
+- For each partition, advances the log start offset to ``offset`` (-1: the high watermark);
+  whole segments below it are removed, and consumers starting at "earliest" begin there. The
+  result's low_watermark is the new log start offset; an offset at or below the current
+  start changes nothing and returns the current start.
+- An offset above the high watermark, or negative other than -1: OFFSET_OUT_OF_RANGE.
+- An unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; an internal topic:
+  INVALID_TOPIC_EXCEPTION; a topic whose cleanup.policy lacks ``delete``: POLICY_VIOLATION
+  (Kafka's ReplicaManager / Partition.deleteRecordsOnLeader). Failed partitions report
+  low_watermark -1.
+- As Kafka, the new log start offset reaches the log-start-offset checkpoint on the next
+  periodic checkpoint or clean shutdown.
+
+Version notes:
+- v1 same layout (throttling); v2 flexible.
+"""
+
+import structlog
+
+from protocol.api import register
+from protocol.errors import ErrorCode, KafkaError
+
+from ..replica_manager import INTERNAL_TOPICS
+from ..server import RequestContext
+
+HIGH_WATERMARK = -1
+
+log = structlog.get_logger("broker.admin")
+
+
+@register(21, 0, 2)
+async def handle_delete_records(ctx: RequestContext, request) -> dict:
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                low = _delete(ctx, t.name, p.partition_index, p.offset)
+                parts.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": 0})
+            except KafkaError as exc:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": exc.code})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> int:
+    part = ctx.broker.replica_manager.get(topic, partition)
+    if topic in INTERNAL_TOPICS:
+        raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot delete records of internal topic {topic}")
+    plog = part.log
+    if not plog.config.delete:
+        raise KafkaError(ErrorCode.policy_violation,
+                         f"Records of partition {topic}-{partition} can not be deleted due to the configured policy")
+    if offset == HIGH_WATERMARK:
+        offset = plog.high_watermark
+    if offset < 0:
+        raise KafkaError(ErrorCode.offset_out_of_range,
+                         f"The offset {offset} for partition {topic}-{partition} is not valid")
+    before = plog.log_start_offset
+    after = plog.delete_records_before(offset)
+    if after != before:
+        log.info("log_start_offset_incremented", topic=topic, partition=partition, before=before,
+                 after=after, reason="delete_records")
+    return after

@@ -1,0 +1,68 @@
+"""AlterConfigs: v0-2 (the legacy, non-incremental API)
+
+Behavior:
+- TOPIC (2): the request's configs become the topic's complete override set; keys left out
+  return to their defaults. Every key and value is checked first (INVALID_CONFIG naming the
+  key); then an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION (Kafka's order). An empty name
+  is INVALID_REQUEST, an illegal one INVALID_TOPIC_EXCEPTION. Overrides are persisted in the
+  metadata store and applied to the partitions' logs at once.
+- BROKER (4), this node's id or the empty name (cluster-wide default): replaces that level's
+  dynamic broker configs; only the dynamic subset in broker/admin_util.py is accepted,
+  anything else is INVALID_REQUEST, as Kafka answers read-only or invalid broker configs.
+- A resource named twice gets INVALID_REQUEST on both entries; a key twice in one resource
+  or a null value, INVALID_REQUEST. Other resource types: INVALID_REQUEST.
+- validate_only checks everything and changes nothing.
+
+Version notes:
+- v1 same layout (throttling); v2 flexible.
+"""
+
+from protocol.api import register
+from protocol.errors import ErrorCode, KafkaError
+
+from ..admin_util import (
+    ResourceType,
+    apply_topic_overrides,
+    check_alter_entries,
+    duplicate_resources,
+    dynamic_configs,
+    node_id_of,
+    resource_error,
+    topic_for_config_change,
+    unsupported_resource,
+    validated_topic_overrides,
+)
+from ..server import RequestContext
+
+
+@register(33, 0, 2)
+async def handle_alter_configs(ctx: RequestContext, request) -> dict:
+    dups = duplicate_resources(request.resources)
+    responses = []
+    for r in request.resources:
+        if (r.resource_type, r.resource_name) in dups:
+            responses.append(resource_error(r, ErrorCode.invalid_request,
+                                            "Each resource must appear at most once."))
+            continue
+        try:
+            _alter(ctx, r, request.validate_only)
+            responses.append(resource_error(r, ErrorCode.none, None))
+        except KafkaError as exc:
+            responses.append(resource_error(r, exc.code, exc.message))
+    return {"throttle_time": 0, "responses": responses}
+
+
+def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
+    broker = ctx.broker
+    check_alter_entries(r.configs)
+    configs = {c.name: c.value for c in r.configs}
+    if r.resource_type == ResourceType.TOPIC:
+        topic_for_config_change(broker, r.resource_name)
+        overrides = validated_topic_overrides(configs)
+        apply_topic_overrides(broker, r.resource_name, overrides, validate_only)
+    elif r.resource_type == ResourceType.BROKER:
+        if r.resource_name:
+            node_id_of(broker, r.resource_name, describe=False)
+        dynamic_configs(broker).replace(bool(r.resource_name), configs, validate_only)
+    else:
+        raise KafkaError(ErrorCode.invalid_request, unsupported_resource(r.resource_type))

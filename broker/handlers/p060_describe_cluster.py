@@ -1,0 +1,50 @@
+"""DescribeCluster: v0-1
+
+Behavior:
+- Returns the cluster id, the controller id (this broker: it is its own controller, and a
+  KRaft broker reports a live broker here too) and this broker's advertised endpoint.
+- ``include_cluster_authorized_operations``: with no authorizer every cluster operation is
+  allowed, so the bit field of all of them (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+  DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), as Kafka; otherwise INT32_MIN.
+- v1 ``endpoint_type``: BROKERS (1) is answered; CONTROLLERS (2) gets MISMATCHED_ENDPOINT_TYPE
+  (this is a broker endpoint) and any other value UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST on
+  v0), as Kafka's AuthHelper.computeDescribeClusterResponse.
+
+Version notes:
+- v0 flexible; v1 endpoint_type in request and response.
+"""
+
+from protocol.api import register
+from protocol.errors import ErrorCode
+
+from ..admin_util import ALL_CLUSTER_OPERATIONS
+from ..server import RequestContext
+
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+NO_OPERATIONS = -2147483648
+
+
+@register(60, 0, 1)
+async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
+    b = ctx.broker
+    endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)
+    if endpoint_type != BROKER_ENDPOINT:
+        if endpoint_type == CONTROLLER_ENDPOINT:
+            code = ErrorCode.mismatched_endpoint_type
+            message = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+        else:
+            code = ErrorCode.unsupported_endpoint_type
+            message = f"Unsupported endpoint type {endpoint_type}"
+        if ctx.api_version == 0:
+            code = ErrorCode.invalid_request
+        return {"throttle_time": 0, "error_code": code, "error_message": message,
+                "endpoint_type": BROKER_ENDPOINT, "cluster_id": "", "controller_id": -1, "brokers": []}
+    return {
+        "throttle_time": 0, "error_code": 0, "error_message": None,
+        "endpoint_type": BROKER_ENDPOINT,
+        "cluster_id": b.cluster_id,
+        "controller_id": b.node_id,
+        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": None}],
+        "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
+                                          else NO_OPERATIONS),
+    }

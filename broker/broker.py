@@ -20,8 +20,10 @@ from coordinator.controller.store import MetadataStore
 from protocol import codec
 from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import ErrorCode
+from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
+from .admin_util import load_dynamic_broker_configs
 from .config import BrokerConfig
 from .metrics import Metrics, serve_metrics
 from .replica_manager import ReplicaManager
@@ -47,6 +49,7 @@ class Broker:
         self.server: asyncio.AbstractServer | None = None
         self.metrics_server: asyncio.AbstractServer | None = None
         self.tasks: list[asyncio.Task] = []
+        self.cleaner: LogCleaner | None = None
         self.started_at = time.time()
 
     @property
@@ -61,6 +64,7 @@ class Broker:
                  clean_shutdown=self.log_manager.had_clean_shutdown,
                  partitions=len(self.log_manager.existing_partitions()))
         self.metadata.elect_self_leader_everywhere()
+        load_dynamic_broker_configs(self)  # dynamic broker configs apply before partitions open
         await asyncio.to_thread(self.replica_manager.open_all)
         self.log_manager.mark_unclean()
         log.info("log_recovery_finished", partitions=len(self.replica_manager.partitions),
@@ -88,6 +92,10 @@ class Broker:
                                                           self.config["log.flush.offset.checkpoint.interval.ms"])))
         self.tasks.append(loop.create_task(self._periodic(self._flush_pass, 1000)))
         self.tasks.append(loop.create_task(self._periodic(self._gauge_pass, 5000)))
+        if self.config["log.cleaner.enable"]:
+            self.cleaner = LogCleaner()
+            self.tasks.append(loop.create_task(self._periodic(self._cleaner_pass,
+                                                              self.config["log.cleaner.backoff.ms"])))
         log.info("broker_started", node_id=self.node_id, listener=f"{bind_host}:{actual_port}",
                  advertised=f"{self.host}:{self.port}", cluster_id=self.cluster_id,
                  log_dir=self.config.log_dir)
@@ -117,6 +125,11 @@ class Broker:
 
     async def _flush_pass(self) -> None:
         await self.replica_manager.flush()
+
+    async def _cleaner_pass(self) -> None:
+        """Compact the logs that are due: filtering in a worker thread, the segment swap back on
+        this loop, and only if the log still has the segments that were cleaned."""
+        await self.cleaner.clean_pass(self.log_manager.logs)
 
     async def _gauge_pass(self) -> None:
         for (topic, p), part in self.replica_manager.partitions.items():

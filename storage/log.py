@@ -22,6 +22,7 @@ import structlog
 from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
 
+from .cleaner import complete_interrupted_swaps
 from .leader_epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
 from .segment import Segment
@@ -113,6 +114,7 @@ class Log:
         return self, report
 
     def _load(self, recovery_point: int) -> RecoveryReport:
+        complete_interrupted_swaps(self.dir)  # a committed cleaner swap is finished, not deleted
         bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
                        if n.endswith(".log") and n[:-4].isdigit())
         for stale in os.listdir(self.dir):

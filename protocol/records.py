@@ -253,7 +253,8 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == COMPRESSION_LZ4:
         import lz4.frame
 
-        return lz4.frame.compress(data)
+        # Independent blocks: Kafka's KafkaLZ4BlockInputStream does not follow linked blocks.
+        return lz4.frame.compress(data, block_linked=False)
     if codec == COMPRESSION_ZSTD:
         import zstandard
 

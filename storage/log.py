@@ -199,7 +199,20 @@ class Log:
             raise KafkaError(ErrorCode.message_too_large,
                              f"batch of {header.size} bytes exceeds max.message.bytes "
                              f"{self.config.max_message_bytes}")
+        if self.config.compact:
+            self._check_keys(data, pos, header)
         return header
+
+    def _check_keys(self, data, pos: int, header: rb.BatchHeader) -> None:
+        """A compacted topic refuses keyless records (decodes the batch, as Kafka does)."""
+        try:
+            _, records = rb.decode_records(memoryview(data)[pos : pos + header.size])
+        except rb.CorruptRecord as exc:
+            raise KafkaError(ErrorCode.corrupt_message, str(exc)) from None
+        if any(r.key is None for r in records):
+            raise KafkaError(ErrorCode.invalid_record,
+                             "Compacted topic cannot accept message without key in topic "
+                             f"partition {self.topic}-{self.partition}.")
 
     def append_as_leader(self, data: bytes, leader_epoch: int, *, client: bool = True,
                          now_ms: int | None = None) -> AppendInfo:

@@ -173,3 +173,12 @@ def test_leader_epoch_cache(log_dir):
     assert log.leader_epochs.end_offset_for(2, log.log_end_offset) == (2, 8)
     assert log.leader_epochs.end_offset_for(7, log.log_end_offset) == (-1, -1)
     assert log.leader_epochs.end_offset_for(0, log.log_end_offset) == (0, 0)
+
+
+def test_compacted_topic_refuses_keyless_records(log_dir):
+    log = open_log(log_dir, cleanup_policy="compact")
+    keyless = bytes(rb.build_batch([(None, b"v")], timestamp=1))
+    with pytest.raises(KafkaError) as err:
+        log.append_as_leader(keyless, 0)
+    assert err.value.code == ErrorCode.invalid_record
+    assert log.append_as_leader(batch(0), 0).base_offset == 0

@@ -1,0 +1,53 @@
+"""OffsetFetch: v1-9
+
+Behavior:
+- Committed offsets of the requested partitions (null topics, v2+: every partition the group
+  has committed); a partition without a commit, or a group that does not exist, gives offset
+  -1, leader epoch -1, metadata "" and no error.
+- require_stable (v7+): a partition with a transactional offset commit still waiting for its
+  marker gets UNSTABLE_OFFSET_COMMIT.
+- Coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...): per partition in
+  v1, top-level from v2, per group from v8.
+
+Version notes:
+- v2 top-level error, null topics = all; v3 throttle time; v5 committed leader epoch;
+  v6 flexible; v7 require_stable (KIP-447); v8 batched groups (KIP-709); v9 member id and
+  epoch (KIP-848; ignored for classic groups, as Kafka does).
+"""
+
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool) -> tuple[int, list]:
+    v = ctx.api_version
+    partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, entries = ctx.broker.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
+    if error:
+        if v >= 2:
+            return error, []
+        entries = [(tp, None, error) for tp in partitions or []]
+    by_topic: dict[str, list] = {}
+    for (topic, partition), commit, perr in entries:
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": commit.offset if commit is not None else -1,
+            "committed_leader_epoch": commit.leader_epoch if commit is not None else -1,
+            "metadata": commit.metadata if commit is not None else "",
+            "error_code": perr})
+    return 0, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+@register(9, 1, 9)
+async def handle_offset_fetch(ctx: RequestContext, request) -> dict:
+    v = ctx.api_version
+    require_stable = bool(getattr(request, "require_stable", False)) if v >= 7 else False
+    if v >= 8:
+        groups = []
+        for g in request.groups:
+            error, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
+        return {"throttle_time": 0, "groups": groups}
+    error, topics = _fetch_group(ctx, request.group_id, request.topics, require_stable)
+    return {"throttle_time": 0, "topics": topics, "error_code": error}

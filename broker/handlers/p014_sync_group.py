@@ -1,0 +1,28 @@
+"""SyncGroup: v0-5
+
+Behavior:
+- The leader's assignment is written to ``__consumer_offsets`` (group metadata) and then
+  handed to every member; followers that arrive first wait for it (their connection only).
+- Errors as Kafka: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS (also while the
+  group's partition is still loading), INCONSISTENT_GROUP_PROTOCOL (v5 protocol type/name
+  mismatch), FENCED_INSTANCE_ID; a Stable group answers with the member's current assignment.
+
+Version notes:
+- v1 throttle time; v3 group.instance.id; v4 flexible; v5 protocol type and name (KIP-559).
+"""
+
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+@register(14, 0, 5)
+async def handle_sync_group(ctx: RequestContext, request) -> dict:
+    v = ctx.api_version
+    result = await ctx.broker.group_coordinator.sync_group(
+        group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None) if v >= 3 else None,
+        protocol_type=getattr(request, "protocol_type", None) if v >= 5 else None,
+        protocol_name=getattr(request, "protocol_name", None) if v >= 5 else None,
+        assignments={a.member_id: a.assignment for a in request.assignments})
+    return {"throttle_time": 0, **result}

@@ -1,0 +1,32 @@
+"""DescribeGroups: v0-5
+
+Behavior:
+- For each group: its state (Empty, PreparingRebalance, CompletingRebalance, Stable, Dead),
+  protocol type, and its members (id, group.instance.id, client id and host). Only a Stable
+  group reports the selected protocol and each member's metadata and assignment, as Kafka.
+- A group this coordinator does not know is reported as Dead with no error (v0-5).
+- Authorized operations (v3+, when asked): READ, DELETE and DESCRIBE (no authorizer).
+
+Version notes:
+- v1 throttle time; v3 authorized operations (KIP-430); v4 group.instance.id; v5 flexible.
+"""
+
+from protocol.api import register
+
+from ..server import RequestContext
+
+# AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+OPERATIONS_NOT_REQUESTED = -(1 << 31)
+
+
+@register(15, 0, 5)
+async def handle_describe_groups(ctx: RequestContext, request) -> dict:
+    include_ops = ctx.api_version >= 3 and bool(getattr(request, "include_authorized_operations", False))
+    coordinator = ctx.broker.group_coordinator
+    groups = []
+    for group_id in request.groups:
+        described = coordinator.describe_group(group_id)
+        described["authorized_operations"] = GROUP_OPERATIONS if include_ops else OPERATIONS_NOT_REQUESTED
+        groups.append(described)
+    return {"throttle_time": 0, "groups": groups}

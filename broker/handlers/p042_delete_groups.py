@@ -1,0 +1,21 @@
+"""DeleteGroups: v0-2
+
+Behavior:
+- Deletes each Empty group: its committed offsets and its group metadata are tombstoned in
+  ``__consumer_offsets`` and it is forgotten. A group with members gets NON_EMPTY_GROUP; an
+  unknown one GROUP_ID_NOT_FOUND; coordinator errors per group.
+
+Version notes:
+- v1 no change (throttle on quota violation); v2 flexible.
+"""
+
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+@register(42, 0, 2)
+async def handle_delete_groups(ctx: RequestContext, request) -> dict:
+    results = await ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
+    return {"throttle_time": 0,
+            "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(request.groups_names)]}

@@ -1,0 +1,302 @@
+"""The group coordinator in-process: a real Broker object (logs on disk, no sockets), real timers.
+
+Pins the semantics that are awkward to provoke through real clients: parked JoinGroups,
+session expiry, MEMBER_ID_REQUIRED, generation checks, loading (with tombstones and
+transaction markers) and COORDINATOR_LOAD_IN_PROGRESS, deletion tombstones, offset expiry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from broker.broker import Broker
+from broker.config import load_config
+from coordinator.group import coordinator as coordinator_module
+from coordinator.group.coordinator import GroupCoordinator
+from coordinator.group.metadata import OFFSETS_TOPIC, OffsetCommitValue, offset_commit_record
+from coordinator.group.state import GroupState, OffsetAndMetadata
+from protocol.errors import ErrorCode as E
+from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch, set_base_offset
+
+PROTOCOLS = [("range", b"meta")]
+
+
+class Harness:
+    def __init__(self, path: str, **overrides: str) -> None:
+        props = {"log.dirs": path, "listeners": "PLAINTEXT://127.0.0.1:0", "metrics.listener": "",
+                 "offsets.topic.num.partitions": "3", "group.min.session.timeout.ms": "50",
+                 "group.initial.rebalance.delay.ms": "0", **overrides}
+        self.broker = Broker(load_config(props))
+        self.broker.metadata.elect_self_leader_everywhere()
+        self.broker.replica_manager.open_all()
+        self.coordinator = GroupCoordinator(self.broker)
+        self.broker.group_coordinator = self.coordinator
+
+    async def start(self) -> Harness:
+        await self.coordinator.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.coordinator.stop()
+        self.broker.log_manager.close()
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.broker.replica_manager.create_topic(name, partitions, {})
+
+    async def join(self, group: str = "g", member_id: str = "", session_ms: int = 10000,
+                   rebalance_ms: int = 10000, instance: str | None = None, require_known: bool = False,
+                   protocols=PROTOCOLS) -> dict:
+        return await self.coordinator.join_group(
+            group_id=group, member_id=member_id, group_instance_id=instance,
+            require_known_member_id=require_known, client_id="c", client_host="/127.0.0.1",
+            rebalance_timeout_ms=rebalance_ms, session_timeout_ms=session_ms, protocol_type="consumer",
+            protocols=protocols)
+
+    async def sync(self, group: str, generation: int, member_id: str, assignments=None) -> dict:
+        return await self.coordinator.sync_group(
+            group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None,
+            protocol_type=None, protocol_name=None, assignments=assignments or {})
+
+    def heartbeat(self, group: str, generation: int, member_id: str) -> int:
+        return self.coordinator.heartbeat(group_id=group, member_id=member_id, group_instance_id=None,
+                                          generation_id=generation)
+
+    async def commit(self, group: str, generation: int, member_id: str, offsets: dict) -> dict:
+        return await self.coordinator.commit_offsets(
+            group_id=group, member_id=member_id, group_instance_id=None, generation_id=generation,
+            offsets={tp: OffsetAndMetadata(o, -1, "md") for tp, o in offsets.items()})
+
+    def group(self, name: str = "g"):
+        return self.coordinator.groups[name]
+
+    def offsets_log(self, group: str):
+        return self.broker.replica_manager.get(OFFSETS_TOPIC, self.coordinator.partition_for(group)).log
+
+
+@pytest.fixture
+async def harness(tmp_path):
+    h = await Harness(str(tmp_path / "data")).start()
+    yield h
+    await h.stop()
+
+
+async def stable_single_member(h: Harness, group: str = "g", **kw) -> tuple[str, int]:
+    r = await h.join(group, **kw)
+    assert r["error_code"] == 0, r
+    s = await h.sync(group, r["generation_id"], r["member_id"], {r["member_id"]: b"assignment"})
+    assert s["error_code"] == 0 and s["assignment"] == b"assignment"
+    return r["member_id"], r["generation_id"]
+
+
+async def test_single_member_join_sync_heartbeat_commit(harness):
+    h = harness
+    h.create_topic("t", 2)
+    r = await h.join()
+    assert r["error_code"] == 0 and r["generation_id"] == 1 and r["leader"] == r["member_id"]
+    assert r["members"] == [{"member_id": r["member_id"], "group_instance_id": None, "metadata": b"meta"}]
+    assert h.group().state is GroupState.COMPLETING_REBALANCE
+    member, gen = r["member_id"], r["generation_id"]
+    assert (await h.commit("g", gen, member, {("t", 0): 5}))[("t", 0)] == E.rebalance_in_progress
+    assert (await h.sync("g", gen, member, {member: b"A"}))["assignment"] == b"A"
+    assert h.group().state is GroupState.STABLE
+    assert h.heartbeat("g", gen, member) == 0
+    assert h.heartbeat("g", gen + 1, member) == E.illegal_generation
+    assert h.heartbeat("g", gen, "nobody") == E.unknown_member_id
+    assert (await h.commit("g", gen, member, {("t", 0): 5}))[("t", 0)] == 0
+    assert (await h.commit("g", gen - 1, member, {("t", 1): 6}))[("t", 1)] == E.illegal_generation
+    assert (await h.commit("g", -1, "", {("t", 1): 6}))[("t", 1)] == E.unknown_member_id
+    error, entries = h.coordinator.fetch_offsets("g", [("t", 0), ("t", 1)])
+    assert error == 0 and [(tp, c.offset if c else None) for tp, c, _ in entries] == [(("t", 0), 5), (("t", 1), None)]
+    # Sync again in Stable: the current assignment.
+    assert (await h.sync("g", gen, member))["assignment"] == b"A"
+
+
+async def test_member_id_required_then_rejoin_with_the_given_id(harness):
+    h = harness
+    r = await h.join(require_known=True)
+    assert r["error_code"] == E.member_id_required and r["member_id"].startswith("c-")
+    assert h.group().pending_members == {r["member_id"]}
+    r2 = await h.join(member_id=r["member_id"], require_known=True)
+    assert r2["error_code"] == 0 and r2["member_id"] == r["member_id"] and not h.group().pending_members
+    assert (await h.join(member_id="made-up", require_known=True))["error_code"] == E.unknown_member_id
+
+
+async def test_session_timeout_bounds(harness):
+    r = await harness.join(session_ms=10)
+    assert r["error_code"] == E.invalid_session_timeout
+    r = await harness.join(session_ms=1_800_001)
+    assert r["error_code"] == E.invalid_session_timeout
+
+
+async def test_second_member_parks_until_the_first_rejoins_and_followers_wait_for_the_leader(harness):
+    h = harness
+    a, gen = await stable_single_member(h)
+    join_b = asyncio.create_task(h.join())
+    await asyncio.sleep(0.05)
+    assert not join_b.done() and h.group().state is GroupState.PREPARING_REBALANCE
+    # The coordinator keeps serving while B is parked.
+    assert h.heartbeat("g", gen, a) == E.rebalance_in_progress
+    ra = await h.join(member_id=a)
+    rb = await join_b
+    assert ra["generation_id"] == rb["generation_id"] == gen + 1
+    assert ra["leader"] == a and len(ra["members"]) == 2 and rb["members"] == []
+    b = rb["member_id"]
+    sync_b = asyncio.create_task(h.sync("g", gen + 1, b))
+    await asyncio.sleep(0.05)
+    assert not sync_b.done()
+    sa = await h.sync("g", gen + 1, a, {a: b"pa", b: b"pb"})
+    assert sa["assignment"] == b"pa" and (await sync_b)["assignment"] == b"pb"
+
+
+async def test_expired_session_removes_member_and_rebalances(harness):
+    h = harness
+    a, gen = await stable_single_member(h, session_ms=10000)
+    join_b = asyncio.create_task(h.join(session_ms=200))
+    await asyncio.sleep(0.01)
+    await h.join(member_id=a, session_ms=10000)
+    b = (await join_b)["member_id"]
+    await asyncio.gather(h.sync("g", gen + 1, a, {a: b"x", b: b"y"}), h.sync("g", gen + 1, b))
+    assert h.group().size == 2
+    # B stops heartbeating; A keeps going and is told to rebalance once B expires.
+    deadline = asyncio.get_running_loop().time() + 3
+    while h.group().has(b):
+        assert asyncio.get_running_loop().time() < deadline
+        assert h.heartbeat("g", gen + 1, a) in (0, E.rebalance_in_progress)
+        await asyncio.sleep(0.05)
+    assert h.heartbeat("g", gen + 1, a) == E.rebalance_in_progress
+    r = await h.join(member_id=a)
+    assert r["generation_id"] == gen + 2 and [m["member_id"] for m in r["members"]] == [a]
+
+
+async def test_member_that_never_rejoins_is_dropped_after_the_rebalance_timeout(harness):
+    h = harness
+    a, gen = await stable_single_member(h, rebalance_ms=300, session_ms=10000)
+    r = await asyncio.wait_for(h.join(rebalance_ms=300), 3)  # A never rejoins
+    assert r["error_code"] == 0 and r["generation_id"] == gen + 1 and not h.group().has(a)
+
+
+async def test_leave_group_answers_a_parked_join_with_unknown_member(harness):
+    h = harness
+    a, _ = await stable_single_member(h)
+    join_b = asyncio.create_task(h.join())
+    await asyncio.sleep(0.02)
+    b = next(m for m in h.group().members if m != a)
+    error, results = h.coordinator.leave_group(group_id="g", members=[(b, None), ("ghost", None)])
+    assert error == 0 and results == [(b, None, 0), ("ghost", None, E.unknown_member_id)]
+    assert (await join_b)["error_code"] == E.unknown_member_id
+
+
+async def test_static_member_rejoining_with_a_new_id_keeps_the_generation(harness):
+    h = harness
+    r = await h.join(instance="inst-1")
+    old = r["member_id"]
+    assert old.startswith("inst-1-")
+    await h.sync("g", r["generation_id"], old, {old: b"A"})
+    r2 = await h.join(instance="inst-1")
+    assert r2["error_code"] == 0 and r2["generation_id"] == r["generation_id"] and r2["member_id"] != old
+    assert r2["skip_assignment"] and h.group().state is GroupState.STABLE
+    assert h.coordinator.heartbeat(group_id="g", member_id=old, group_instance_id="inst-1",
+                                   generation_id=r["generation_id"]) == E.fenced_instance_id
+
+
+async def test_delete_groups(harness):
+    h = harness
+    h.create_topic("t", 1)
+    a, gen = await stable_single_member(h)
+    await h.commit("g", gen, a, {("t", 0): 3})
+    assert await h.coordinator.delete_groups(["g", "nope"]) == {"g": E.non_empty_group,
+                                                                 "nope": E.group_id_not_found}
+    h.coordinator.leave_group(group_id="g", members=[(a, None)])
+    assert h.group().state is GroupState.EMPTY
+    end = h.offsets_log("g").log_end_offset
+    assert await h.coordinator.delete_groups(["g"]) == {"g": 0}
+    assert "g" not in h.coordinator.groups
+    assert h.offsets_log("g").log_end_offset == end + 2  # offset and group tombstones
+    assert h.coordinator.fetch_offsets("g", [("t", 0)])[1][0][1] is None
+
+
+def append_marker(plog, marker: int, producer_id: int) -> None:
+    """A COMMIT/ABORT marker, placed as the (later) marker writer will place it."""
+    batch = build_control_batch(marker, producer_id, 0, 0, 1)
+    set_base_offset(batch, 0, plog.log_end_offset)
+    plog.append_as_follower(bytes(batch))
+
+
+async def test_state_survives_restart_with_tombstones_and_transaction_markers(tmp_path):
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    h.create_topic("t", 3)
+    a, gen = await stable_single_member(h, "live")
+    await h.commit("live", gen, a, {("t", 0): 10, ("t", 1): 11})
+    await h.commit("live", gen, a, {("t", 0): 12})
+    await h.commit("simple", -1, "", {("t", 2): 7})
+    await h.commit("gone", -1, "", {("t", 0): 1})
+    assert await h.coordinator.delete_groups(["gone"]) == {"gone": 0}
+    # A transaction that commits offsets for "txn" and one that aborts, written as Kafka would.
+    p = h.coordinator.partition_for("txn")
+    rm = h.broker.replica_manager
+    for pid, offset, marker in ((1000, 40, CONTROL_COMMIT), (1001, 41, CONTROL_ABORT)):
+        rm.append(OFFSETS_TOPIC, p, bytes(build_batch(
+            [offset_commit_record("txn", "t", pid - 1000, OffsetCommitValue(offset, -1, "", 1))],
+            producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)), client=False)
+        append_marker(rm.get(OFFSETS_TOPIC, p).log, marker, pid)
+    # And one still open: pending, so require_stable sees UNSTABLE_OFFSET_COMMIT.
+    rm.append(OFFSETS_TOPIC, p, bytes(build_batch(
+        [offset_commit_record("txn", "t", 2, OffsetCommitValue(42, -1, "", 1))],
+        producer_id=1002, producer_epoch=0, base_sequence=0, transactional=True)), client=False)
+    await h.stop()
+
+    h = Harness(path)
+    gate = threading.Event()
+    real_read = coordinator_module.read_offsets_partition
+
+    def slow_read(plog):
+        gate.wait(10)
+        return real_read(plog)
+
+    coordinator_module.read_offsets_partition = slow_read
+    try:
+        await h.start()
+        assert h.coordinator.coordinator_error("live") == E.coordinator_load_in_progress
+        assert (await h.join("live", member_id=a))["error_code"] == E.coordinator_load_in_progress
+        assert h.heartbeat("live", gen, a) == 0  # Kafka answers heartbeats blindly while loading
+        gate.set()
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        coordinator_module.read_offsets_partition = real_read
+        gate.set()
+    try:
+        assert h.coordinator.coordinator_error("live") == 0
+        live = h.group("live")
+        assert live.state is GroupState.STABLE and live.generation_id == gen and live.leader_id == a
+        assert live.get(a).assignment == b"assignment"
+        assert {tp: c.offset for tp, c in live.offsets.items()} == {("t", 0): 12, ("t", 1): 11}
+        assert h.heartbeat("live", gen, a) == 0
+        assert h.group("simple").offsets[("t", 2)].offset == 7
+        assert "gone" not in h.coordinator.groups
+        txn = h.group("txn")
+        assert {tp: c.offset for tp, c in txn.offsets.items()} == {("t", 0): 40}
+        _, entries = h.coordinator.fetch_offsets("txn", [("t", 2)], require_stable=True)
+        assert entries == [(("t", 2), None, E.unstable_offset_commit)]
+        h.coordinator.complete_txn_offset_commits(p, 1002, is_commit=True)
+        assert h.group("txn").offsets[("t", 2)].offset == 42
+    finally:
+        await h.stop()
+
+
+async def test_offsets_of_an_empty_group_expire_after_retention(harness):
+    h = harness
+    h.create_topic("t", 1)
+    a, gen = await stable_single_member(h)
+    await h.commit("g", gen, a, {("t", 0): 3})
+    assert await h.coordinator.cleanup_expired_offsets() == 0
+    h.coordinator.leave_group(group_id="g", members=[(a, None)])
+    later = h.group().current_state_timestamp + 7 * 24 * 3600 * 1000 + 1
+    assert await h.coordinator.cleanup_expired_offsets(now=later) == 1
+    assert "g" not in h.coordinator.groups

@@ -253,6 +253,24 @@ def resource_error(r, code: ErrorCode, message: str | None) -> dict:
             "resource_name": r.resource_name}
 
 
+def alter_each(request, alter) -> dict:
+    """Run ``alter(resource, validate_only)`` per resource of an (Incremental)AlterConfigs
+    request; duplicates and KafkaErrors become per-resource errors, as Kafka answers them."""
+    dups = duplicate_resources(request.resources)
+    responses = []
+    for r in request.resources:
+        if (r.resource_type, r.resource_name) in dups:
+            responses.append(resource_error(r, ErrorCode.invalid_request,
+                                            "Each resource must appear at most once."))
+            continue
+        try:
+            alter(r, request.validate_only)
+            responses.append(resource_error(r, ErrorCode.none, None))
+        except KafkaError as exc:
+            responses.append(resource_error(r, exc.code, exc.message))
+    return {"throttle_time": 0, "responses": responses}
+
+
 # --- topics ----------------------------------------------------------------------------------
 
 def topic_for_config_change(broker: Broker, name: str) -> None:

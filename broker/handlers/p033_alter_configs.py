@@ -22,12 +22,11 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..admin_util import (
     ResourceType,
+    alter_each,
     apply_topic_overrides,
     check_alter_entries,
-    duplicate_resources,
     dynamic_configs,
     node_id_of,
-    resource_error,
     topic_for_config_change,
     unsupported_resource,
     validated_topic_overrides,
@@ -37,19 +36,7 @@ from ..server import RequestContext
 
 @register(33, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, request) -> dict:
-    dups = duplicate_resources(request.resources)
-    responses = []
-    for r in request.resources:
-        if (r.resource_type, r.resource_name) in dups:
-            responses.append(resource_error(r, ErrorCode.invalid_request,
-                                            "Each resource must appear at most once."))
-            continue
-        try:
-            _alter(ctx, r, request.validate_only)
-            responses.append(resource_error(r, ErrorCode.none, None))
-        except KafkaError as exc:
-            responses.append(resource_error(r, exc.code, exc.message))
-    return {"throttle_time": 0, "responses": responses}
+    return alter_each(request, lambda r, validate_only: _alter(ctx, r, validate_only))
 
 
 def _alter(ctx: RequestContext, r, validate_only: bool) -> None:

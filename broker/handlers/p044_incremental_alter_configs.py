@@ -31,13 +31,12 @@ from protocol.errors import ErrorCode, KafkaError
 from ..admin_util import (
     OpType,
     ResourceType,
+    alter_each,
     apply_topic_overrides,
     check_alter_entries,
-    duplicate_resources,
     dynamic_configs,
     incremental,
     node_id_of,
-    resource_error,
     topic_for_config_change,
     unsupported_resource,
     validated_topic_overrides,
@@ -48,19 +47,7 @@ from ..topic_config import TOPIC_KEYS, broker_default
 
 @register(44, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext, request) -> dict:
-    dups = duplicate_resources(request.resources)
-    responses = []
-    for r in request.resources:
-        if (r.resource_type, r.resource_name) in dups:
-            responses.append(resource_error(r, ErrorCode.invalid_request,
-                                            "Each resource must appear at most once."))
-            continue
-        try:
-            _alter(ctx, r, request.validate_only)
-            responses.append(resource_error(r, ErrorCode.none, None))
-        except KafkaError as exc:
-            responses.append(resource_error(r, exc.code, exc.message))
-    return {"throttle_time": 0, "responses": responses}
+    return alter_each(request, lambda r, validate_only: _alter(ctx, r, validate_only))
 
 
 def _alter(ctx: RequestContext, r, validate_only: bool) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -45,7 +46,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from compat.kafka import kraft  # noqa: E402  (stdlib only)
+from compat.kafka import kraft  # stdlib only  # noqa: E402  (after the sys.path insert)
 
 try:
     import confluent_kafka as ck
@@ -181,7 +182,10 @@ class OursTarget(Target):
         self.log_file = self.tmp / "broker.log"
         cmd = [self.python, "-m", "broker",
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-               "--override", f"log.dirs={self.tmp / 'data'}"]
+               "--override", f"log.dirs={self.tmp / 'data'}",
+               # a free port for the Prometheus endpoint, so a broker already running on
+               # this machine (tests, a dev instance) cannot make the start fail
+               "--override", "metrics.listener=127.0.0.1:0"]
         for kv in self.extra:
             cmd += ["--override", kv]
         log(f"ours: starting {' '.join(cmd)} (log {self.log_file})")
@@ -243,7 +247,7 @@ def _git_rev() -> str:
     with contextlib.suppress(Exception):
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              timeout=10).stdout.strip() or "uncommitted"
+                              timeout=10, check=False).stdout.strip() or "uncommitted"
     return "unknown"
 
 
@@ -268,15 +272,19 @@ def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 60
 def _pct(sorted_vals: list[float], q: float) -> float:
     if not sorted_vals:
         return float("nan")
-    i = min(len(sorted_vals) - 1, max(0, int(round(q * (len(sorted_vals) - 1)))))
+    i = min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))
     return sorted_vals[i]
 
 
 def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger_ms: int,
-                pid: int | None, rate: float | None = None, timeout: float = 600.0) -> dict:
+                pid: int | None, rate: float | None = None, timeout: float = 600.0,
+                queue_kb: int = 32768, skip_s: float = 0.0) -> dict:
     """Produce n records of `size` bytes; rate=None means as fast as possible (msgs/s otherwise).
 
     Latency per record = time the delivery callback ran - time produce() was called.
+    Records sent in the first `skip_s` seconds are left out of the latency percentiles
+    (each new producer/topic has a ~0.5-1 s start-up transient, seen with Kafka's own
+    kafka-producer-perf-test too); p99_all_ms keeps the figure over all records.
     """
     sent = array("q", bytes(8 * n))
     done = array("q", bytes(8 * n))
@@ -297,8 +305,10 @@ def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger
         "linger.ms": linger_ms,
         "enable.idempotence": False,
         "compression.type": "none",
+        # bounded client queue (32 MB like the Java producer's buffer.memory): at max rate
+        # the latency is then queueing behind <= 32 MB, not behind the whole run
         "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1_048_576,
+        "queue.buffering.max.kbytes": queue_kb,
         "message.timeout.ms": int(timeout * 1000),
         "on_delivery": on_delivery,
     })
@@ -308,6 +318,7 @@ def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger
     produce, poll, now = p.produce, p.poll, time.perf_counter_ns
 
     cpu0 = cpu_seconds(pid)
+    ct0 = os.times()
     t0 = now()
     if rate is None:
         for i in range(n):
@@ -322,6 +333,9 @@ def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger
             if not i & 511:
                 poll(0)
     else:
+        # Send whatever is due, then block in poll() (serving delivery callbacks) until the
+        # next record is due; poll()'s 1 ms granularity makes bursts of <= ~1 ms of records.
+        # No busy-waiting: on 2 cores a spinning client would steal the broker's CPU.
         per_ns = 1e9 / rate
         i = 0
         while i < n:
@@ -334,16 +348,23 @@ def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger
                 except BufferError:
                     break
                 i += 1
-            poll(0.0005 if i >= due else 0)
+            wait_s = (t0 + i * per_ns - now()) / 1e9
+            poll(min(max(wait_s, 0.001), 0.01) if i >= due else 0)
     remaining = p.flush(timeout)
     t_end = now()
     cpu1 = cpu_seconds(pid)
+    ct1 = os.times()
     if remaining:
         raise RuntimeError(f"{remaining} records still undelivered after {timeout}s")
     if state["errors"]:
         raise RuntimeError(f"{state['errors']} delivery errors, first: {state['first_err']}")
 
-    lats = sorted((done[i] - sent[i]) / 1e6 for i in range(n))
+    lats_all = sorted((done[i] - sent[i]) / 1e6 for i in range(n))
+    if skip_s > 0:
+        cut = t0 + int(skip_s * 1e9)
+        lats = sorted((done[i] - sent[i]) / 1e6 for i in range(n) if sent[i] >= cut) or lats_all
+    else:
+        lats = lats_all
     last = max(done) if n else t_end
     elapsed = (last - t0) / 1e9
     nbytes = n * size
@@ -357,6 +378,12 @@ def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger
         "p99_ms": _pct(lats, 0.99),
         "p999_ms": _pct(lats, 0.999),
         "max_ms": lats[-1] if lats else float("nan"),
+        "latency_records": len(lats),
+        # this benchmark process (Python + librdkafka threads): on 2 cores, a client near
+        # 1.0 CPU-s per second of run is the bottleneck, not the broker
+        "client_cpu_s": round((ct1.user + ct1.system) - (ct0.user + ct0.system), 3),
+        "client_cores": ((ct1.user + ct1.system) - (ct0.user + ct0.system)) / max(elapsed, 1e-9),
+        "p99_all_ms": _pct(lats_all, 0.99),
     }
     if cpu0 is not None and cpu1 is not None:
         res["broker_cpu_s"] = round(cpu1 - cpu0, 3)
@@ -381,11 +408,14 @@ def consume_run(bootstrap: str, topic: str, partitions: int, expect: int, pid: i
         count = nbytes = 0
         cpu0 = cpu_seconds(pid)
         t0 = time.perf_counter()
+        t_first = None
         deadline = t0 + timeout
         last_progress = t0
         while count < expect:
             msgs = c.consume(num_messages=10_000, timeout=1.0)
             tnow = time.perf_counter()
+            if msgs and t_first is None:
+                t_first = tnow
             for m in msgs:
                 if m.error():
                     raise RuntimeError(f"consumer error: {m.error()}")
@@ -395,12 +425,19 @@ def consume_run(bootstrap: str, topic: str, partitions: int, expect: int, pid: i
                 last_progress = tnow
             elif tnow - last_progress > 30 or tnow > deadline:
                 raise RuntimeError(f"consumer stalled at {count}/{expect} records")
-        elapsed = time.perf_counter() - t0
+        t_end = time.perf_counter()
         cpu1 = cpu_seconds(pid)
     finally:
         c.close()
-    res = {"records": count, "bytes": nbytes, "seconds": round(elapsed, 4),
-           "mb_s": nbytes / MB / elapsed, "msgs_s": count / elapsed}
+    # headline: assign() -> last record (like kafka-consumer-perf-test); also from the first
+    # returned batch on, which leaves out connect/ListOffsets/first fetch (meaningless on
+    # tiny runs, where the client prefetches everything before the first batch returns)
+    total = max(t_end - t0, 1e-9)
+    after_first = max(t_end - (t_first or t0), 1e-9)
+    res = {"records": count, "bytes": nbytes, "seconds": round(total, 4),
+           "mb_s": nbytes / MB / total, "msgs_s": count / total,
+           "seconds_after_first_batch": round(after_first, 4),
+           "mb_s_after_first_batch": nbytes / MB / after_first}
     if cpu0 is not None and cpu1 is not None:
         res["broker_cpu_s"] = round(cpu1 - cpu0, 3)
         res["broker_cpu_s_per_gb"] = (cpu1 - cpu0) / (nbytes / GB)
@@ -408,7 +445,7 @@ def consume_run(bootstrap: str, topic: str, partitions: int, expect: int, pid: i
 
 
 def _median_summary(runs: list[dict], keys=("mb_s", "msgs_s", "p50_ms", "p99_ms", "p999_ms",
-                                             "broker_cpu_s_per_gb")) -> dict:
+                                             "broker_cpu_s_per_gb", "client_cores")) -> dict:
     out = {}
     for k in keys:
         vals = [r[k] for r in runs if r.get(k) is not None]
@@ -420,7 +457,8 @@ def _median_summary(runs: list[dict], keys=("mb_s", "msgs_s", "p50_ms", "p99_ms"
 
 # =========================================================================== one target
 def bench_target(t: Target, args) -> dict:
-    res: dict = {"target": t.name, "version": t.version}
+    res: dict = {"target": t.name, "version": t.version,
+                 "loadavg_before": os.getloadavg()}  # other work on this 2-core box skews figures
     t0 = time.monotonic()
     t.start()
     res["startup_s"] = round(time.monotonic() - t0, 2)
@@ -445,6 +483,17 @@ def bench_target(t: Target, args) -> dict:
                 f"{secs:.2f} s; RSS {_f(rss0)} -> {_f(rss1)} MB")
 
         produced_topics: dict[str, list[str]] = {}
+        if args.warmup_mb and ({"produce", "rate", "consume"} & args.phases):
+            topic = f"bench-{tag}-warmup"
+            create_topic(t.bootstrap, topic, args.partitions)
+            nw = max(1, int(args.warmup_mb * MB) // args.record_size)
+            log(f"{t.name}: warm-up (not measured): {nw} records into {topic}")
+            for acks in args.acks:
+                produce_run(t.bootstrap, topic, nw, args.record_size, acks, args.linger_ms, None,
+                            timeout=args.timeout, queue_kb=args.queue_kb)
+            consume_run(t.bootstrap, topic, args.partitions, nw * len(args.acks), None,
+                        timeout=args.timeout)
+
         if "produce" in args.phases:
             res["produce"] = {}
             for acks in args.acks:
@@ -455,30 +504,36 @@ def bench_target(t: Target, args) -> dict:
                     log(f"{t.name}: produce acks={acks} run {r + 1}/{args.runs}: "
                         f"{n} x {args.record_size} B into {topic} ({args.partitions} partitions)")
                     run = produce_run(t.bootstrap, topic, n, args.record_size, acks,
-                                      args.linger_ms, t.pid, timeout=args.timeout)
+                                      args.linger_ms, t.pid, timeout=args.timeout,
+                                      queue_kb=args.queue_kb)
                     runs.append(run)
                     produced_topics.setdefault(acks, []).append(topic)
                     log(f"{t.name}:   {run['mb_s']:.1f} MB/s  {run['msgs_s']:.0f} msg/s  "
                         f"p50 {run['p50_ms']:.2f} ms  p99 {run['p99_ms']:.2f} ms  "
-                        f"CPU {_f(run.get('broker_cpu_s_per_gb'))} s/GB")
+                        f"broker CPU {_f(run.get('broker_cpu_s_per_gb'))} s/GB  "
+                        f"(broker {_f(run.get('broker_cpu_s'), 2)} s, client "
+                        f"{run['client_cpu_s']:.2f} s CPU in {run['seconds']:.2f} s)")
                 res["produce"][f"acks={acks}"] = _median_summary(runs)
             res["rss_after_produce_mb"] = rss_mb(t.pid)
 
-        if "rate" in args.phases and "produce" in res:
+        if "rate" in args.phases and ("produce" in res or args.rate_mb):
             res["rate_limited"] = {}
             for acks in args.acks:
-                max_msgs = res["produce"][f"acks={acks}"]["msgs_s"]
-                rate = max_msgs * args.rate_fraction
-                n_rate = max(1, int(rate * args.rate_seconds))
+                if args.rate_mb:
+                    rate = args.rate_mb * MB / args.record_size
+                else:
+                    rate = res["produce"][f"acks={acks}"]["msgs_s"] * args.rate_fraction
+                n_rate = max(1, int(rate * (args.rate_seconds + args.rate_skip)))
                 runs = []
                 for r in range(args.rate_runs):
                     topic = f"bench-{tag}-rate-acks{acks}-r{r}"
                     create_topic(t.bootstrap, topic, args.partitions)
                     log(f"{t.name}: rate-limited acks={acks} run {r + 1}/{args.rate_runs}: "
                         f"{rate * args.record_size / MB:.1f} MB/s ({rate:.0f} msg/s) for "
-                        f"{args.rate_seconds} s")
+                        f"{args.rate_seconds} s (+{args.rate_skip} s start-up, not in percentiles)")
                     run = produce_run(t.bootstrap, topic, n_rate, args.record_size, acks,
-                                      args.linger_ms, t.pid, rate=rate, timeout=args.timeout)
+                                      args.linger_ms, t.pid, rate=rate, timeout=args.timeout,
+                                      queue_kb=args.queue_kb, skip_s=args.rate_skip)
                     runs.append(run)
                     log(f"{t.name}:   achieved {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.2f} ms  "
                         f"p99 {run['p99_ms']:.2f} ms  p99.9 {run['p999_ms']:.2f} ms")
@@ -493,7 +548,7 @@ def bench_target(t: Target, args) -> dict:
                 create_topic(t.bootstrap, topic, args.partitions)
                 log(f"{t.name}: filling {topic} for the consume phase")
                 produce_run(t.bootstrap, topic, n, args.record_size, "1", args.linger_ms, None,
-                            timeout=args.timeout)
+                            timeout=args.timeout, queue_kb=args.queue_kb)
                 topics = [topic]
             runs = []
             for r in range(args.runs):
@@ -508,8 +563,10 @@ def bench_target(t: Target, args) -> dict:
         res["rss_end_mb"] = rss_mb(t.pid)
         res["rss_peak_mb"] = rss_mb(t.pid, "VmHWM")
         res["cpu_s_total"] = cpu_seconds(t.pid)
+        res["loadavg_after"] = os.getloadavg()
     finally:
-        log(f"{t.name}: stopping (pid {t.pid})")
+        if not isinstance(t, ExternalTarget):
+            log(f"{t.name}: stopping (pid {t.pid})")
         t.stop()
     return res
 
@@ -519,7 +576,7 @@ def _f(v, nd=1) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        if v != v:
+        if math.isnan(v):
             return "nan"
         return f"{v:.{nd}f}" if abs(v) < 1e5 else f"{v:.3g}"
     return str(v)
@@ -539,14 +596,15 @@ def metric_rows(res: dict, acks_list: list[str]) -> list[tuple[str, object, bool
             (f"produce acks={acks} p50 ms", p.get("p50_ms"), False),
             (f"produce acks={acks} p99 ms", p.get("p99_ms"), False),
             (f"produce acks={acks} broker CPU s/GB", p.get("broker_cpu_s_per_gb"), False),
+            (f"produce acks={acks} client CPU cores", p.get("client_cores"), False),
         ]
     for acks in acks_list:
         p = res.get("rate_limited", {}).get(f"acks={acks}", {})
         rows += [
-            (f"half-rate acks={acks} target MB/s", p.get("target_mb_s"), True),
-            (f"half-rate acks={acks} p50 ms", p.get("p50_ms"), False),
-            (f"half-rate acks={acks} p99 ms", p.get("p99_ms"), False),
-            (f"half-rate acks={acks} broker CPU s/GB", p.get("broker_cpu_s_per_gb"), False),
+            (f"paced acks={acks} target MB/s", p.get("target_mb_s"), True),
+            (f"paced acks={acks} p50 ms", p.get("p50_ms"), False),
+            (f"paced acks={acks} p99 ms", p.get("p99_ms"), False),
+            (f"paced acks={acks} broker CPU s/GB", p.get("broker_cpu_s_per_gb"), False),
         ]
     c = res.get("consume", {})
     rows += [
@@ -559,7 +617,7 @@ def metric_rows(res: dict, acks_list: list[str]) -> list[tuple[str, object, bool
     if idle:
         rows += [
             (f"idle: create {idle['partitions']} partitions s", idle.get("create_s"), False),
-            (f"idle: RSS before MB", idle.get("rss_before_mb"), False),
+            ("idle: RSS before MB", idle.get("rss_before_mb"), False),
             (f"idle: RSS with {idle['partitions']} partitions MB", idle.get("rss_after_mb"), False),
         ]
     return [r for r in rows if r[1] is not None]
@@ -594,8 +652,9 @@ def render(results: dict, acks_list: list[str]) -> tuple[str, dict]:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)] if lines else []
     out = []
     if lines:
-        fmt = lambda row: "  ".join(  # noqa: E731
-            (str(c).ljust(w) if i == 0 else str(c).rjust(w)) for i, (c, w) in enumerate(zip(row, widths)))
+        def fmt(row):
+            return "  ".join((str(c).ljust(w) if i == 0 else str(c).rjust(w))
+                             for i, (c, w) in enumerate(zip(row, widths)))
         out.append(fmt(header))
         out.append("  ".join("-" * w for w in widths))
         out.extend(fmt(r) for r in lines)
@@ -619,8 +678,18 @@ def parse_args(argv=None):
     ap.add_argument("--linger-ms", type=int, default=5)
     ap.add_argument("--partitions", type=int, default=6, help="partitions of the bench topics")
     ap.add_argument("--acks", default="1,all", help="comma list, in order (default 1,all)")
+    ap.add_argument("--queue-kb", type=int, default=32768,
+                    help="producer queue.buffering.max.kbytes (default 32 MB, like Java's buffer.memory)")
+    ap.add_argument("--warmup-mb", type=float, default=None,
+                    help="unmeasured warm-up per acks setting before the runs, lets the JVM's JIT settle "
+                         "(default 256; quick 4)")
     ap.add_argument("--rate-fraction", type=float, default=0.5)
+    ap.add_argument("--rate-mb", type=float, default=None,
+                    help="rate phase at this fixed MB/s instead of a fraction of the measured max "
+                         "(use it to compare latency at the same load on both targets)")
     ap.add_argument("--rate-seconds", type=float, default=None, help="rate phase length (default 10)")
+    ap.add_argument("--rate-skip", type=float, default=None,
+                    help="rate phase: seconds of start-up left out of the percentiles (default 1; quick 0.5)")
     ap.add_argument("--rate-runs", type=int, default=None, help="runs in the rate phase (default = --runs)")
     ap.add_argument("--phases", default="produce,rate,consume",
                     help="comma list of idle,produce,rate,consume")
@@ -646,6 +715,8 @@ def parse_args(argv=None):
     args.runs = args.runs if args.runs is not None else (1 if q else 3)
     args.rate_runs = args.rate_runs if args.rate_runs is not None else args.runs
     args.rate_seconds = args.rate_seconds if args.rate_seconds is not None else (2 if q else 10)
+    args.rate_skip = args.rate_skip if args.rate_skip is not None else (0.5 if q else 1.0)
+    args.warmup_mb = args.warmup_mb if args.warmup_mb is not None else (4 if q else 256)
     args.settle = args.settle if args.settle is not None else (1 if q else 3)
     return args
 
@@ -666,7 +737,7 @@ def main(argv=None) -> int:
         log(f"=== {t.name} ===")
         try:
             results[t.name] = bench_target(t, args)
-        except Exception as e:  # keep going: a failing target must not hide the other one
+        except Exception as e:  # noqa: BLE001  (a failing target must not hide the other one)
             log(f"{t.name}: FAILED: {type(e).__name__}: {e}")
             results[t.name] = {"target": t.name, "error": f"{type(e).__name__}: {e}"}
 

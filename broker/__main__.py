@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(config) -> int:
-    from .broker import Broker
     from . import handlers  # noqa: F401  (registers every API)
+    from .broker import Broker
 
     broker = Broker(config)
     try:

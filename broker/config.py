@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 LONG_MAX = (1 << 63) - 1
 

@@ -55,7 +55,7 @@ async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.Abstr
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
                          b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
             await writer.drain()
-        except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
             writer.close()

@@ -64,7 +64,7 @@ class Partition:
 
 
 class ReplicaManager:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = broker.config
         self.metadata = broker.metadata
@@ -191,7 +191,7 @@ class ReplicaManager:
             p.waiters.append(fut)
         try:
             await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             for p in partitions:

@@ -48,7 +48,7 @@ class CloseConnection(Exception):
 class RequestContext:
     __slots__ = ("broker", "header", "connection", "api_version")
 
-    def __init__(self, broker: "Broker", header: codec.RequestHeader, connection: "KafkaConnection"):
+    def __init__(self, broker: Broker, header: codec.RequestHeader, connection: KafkaConnection):
         self.broker = broker
         self.header = header
         self.connection = connection
@@ -56,7 +56,7 @@ class RequestContext:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.buffer = bytearray()
         self.frames: deque[bytes] = deque()

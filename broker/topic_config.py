@@ -7,8 +7,9 @@ IncrementalAlterConfigs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from storage.log import LogConfig
 

@@ -8,9 +8,10 @@ generated schemas, which mirror Kafka's JSON message definitions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Callable
+from typing import Any
 
 from kio.index import load_payload_module
 from kio.schema.index import api_key_map, schema_name_map

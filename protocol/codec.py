@@ -148,7 +148,7 @@ def _fields(cls: type) -> tuple[_FieldSpec, ...]:
     return tuple(specs)
 
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def _coerce(spec: _FieldSpec, value: Any) -> Any:

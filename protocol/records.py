@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import gzip
 import struct
-import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import crc32c
 

@@ -53,7 +53,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     producer_id_expiration_ms: int = 86_400_000
 
-    def with_overrides(self, **kwargs) -> "LogConfig":
+    def with_overrides(self, **kwargs) -> LogConfig:
         return replace(self, **kwargs)
 
     @property
@@ -103,7 +103,7 @@ class Log:
     @classmethod
     def open(cls, directory: str, topic: str, partition: int, config: LogConfig,
              recovery_point: int = 0, log_start_offset: int = 0,
-             high_watermark: int | None = None) -> tuple["Log", RecoveryReport]:
+             high_watermark: int | None = None) -> tuple[Log, RecoveryReport]:
         os.makedirs(directory, exist_ok=True)
         self = cls(directory, topic, partition, config)
         report = self._load(recovery_point)

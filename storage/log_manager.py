@@ -91,11 +91,11 @@ class LogManager:
 
     def checkpoint(self) -> None:
         write_checkpoint(self._path(RECOVERY_POINT_FILE),
-                         {k: l.recovery_point for k, l in self.logs.items()})
+                         {k: lg.recovery_point for k, lg in self.logs.items()})
         write_checkpoint(self._path(LOG_START_FILE),
-                         {k: l.log_start_offset for k, l in self.logs.items()})
+                         {k: lg.log_start_offset for k, lg in self.logs.items()})
         write_checkpoint(self._path(HIGH_WATERMARK_FILE),
-                         {k: l.high_watermark for k, l in self.logs.items()})
+                         {k: lg.high_watermark for k, lg in self.logs.items()})
 
     def apply_retention(self) -> int:
         deleted = 0

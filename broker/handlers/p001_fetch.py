@@ -18,7 +18,6 @@ Version notes:
   v15 replica state; v16 node endpoints (left empty).
 """
 
-import asyncio
 import time
 
 from protocol import fast

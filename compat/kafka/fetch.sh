@@ -83,8 +83,10 @@ rm -f "$MARKER"
 printf '%s\n' "$POM_NEW" > "$CACHE/pom.xml"
 TMP_LIBS="$CACHE/libs.tmp.$$"
 rm -rf "$TMP_LIBS"
-if ! mvn -q -B -f "$CACHE/pom.xml" dependency:copy-dependencies \
-      -DincludeScope=runtime -DoutputDirectory="$TMP_LIBS" >&2; then
+# (mvn 3.8 prints bare colour resets even with -B: strip them; pipefail keeps mvn's status)
+if ! mvn -q -B -Dstyle.color=never -f "$CACHE/pom.xml" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$TMP_LIBS" 2>&1 \
+      | sed -e $'s/\x1b\\[[0-9;]*m//g' -e '/^$/d' >&2; then
   rm -rf "$TMP_LIBS"
   echo "fetch.sh: Maven could not resolve org.apache.kafka:kafka_2.13:${KAFKA_VERSION}." >&2
   echo "fetch.sh: try another 4.3.x, e.g. KAFKA_VERSION=4.3.0 $0" >&2

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Start a real single-node Apache Kafka (KRaft, combined broker+controller) for tests/benchmarks.
 
 Usage from Python::
@@ -34,9 +35,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 FETCH_SH = HERE / "fetch.sh"
@@ -178,7 +179,7 @@ class KafkaBroker:
         cfg.update(self.extra_config)
         return cfg
 
-    def start(self) -> "KafkaBroker":
+    def start(self) -> KafkaBroker:
         fetch_kafka()
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="kraft-"))
@@ -199,6 +200,7 @@ class KafkaBroker:
             [str(KAFKA_RUN), "kafka-storage", "format", "--standalone",
              "-t", self.cluster_id, "-c", str(props)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+            check=False,
         )
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}")
@@ -208,13 +210,12 @@ class KafkaBroker:
             KAFKA_JVM_OPTS=self.jvm_opts,
             KAFKA_LOG_LEVEL=self.log_level,
         )
-        log = open(self.log_file, "ab")
-        self.proc = subprocess.Popen(
-            [str(KAFKA_RUN), "kafka.Kafka", str(props)],
-            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,  # a Ctrl-C in the terminal reaches us, not the JVM; we stop it
-        )
-        log.close()
+        with open(self.log_file, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(KAFKA_RUN), "kafka.Kafka", str(props)],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # a terminal's Ctrl-C reaches us, not the JVM; we stop it
+            )
         atexit.register(self.stop)
 
         deadline = time.monotonic() + self.start_timeout

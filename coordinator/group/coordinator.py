@@ -42,8 +42,15 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 
 from .loader import LoadedPartition, read_offsets_partition
-from .metadata import (OFFSETS_TOPIC, GroupMetadataValue, MemberMetadataValue, OffsetCommitValue,
-                       group_metadata_record, offset_commit_record, partition_for)
+from .metadata import (
+    OFFSETS_TOPIC,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitValue,
+    group_metadata_record,
+    offset_commit_record,
+    partition_for,
+)
 from .state import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, now_ms
 
 log = structlog.get_logger("coordinator.group")

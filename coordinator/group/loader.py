@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING
 
 from protocol.records import CONTROL_COMMIT, decode_records
 
-from .metadata import (GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue,
-                       decode_group_metadata_value, decode_key, decode_offset_commit_value)
+from .metadata import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+)
 
 if TYPE_CHECKING:
     from storage.log import Log

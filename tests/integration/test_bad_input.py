@@ -138,6 +138,7 @@ def test_acks0_error_closes_connection(broker, topic):
     batch[-1] ^= 0xFF
     with RawClient(broker.bootstrap) as c:
         import io
+
         from kio.serial import entity_writer
         out = io.BytesIO()
         entity_writer(ProduceRequest)(out, produce_request(topic, bytes(batch), acks=0))

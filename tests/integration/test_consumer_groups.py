@@ -25,8 +25,15 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError,
-                             KafkaException, Producer, TopicPartition)
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from kio.serial import entity_reader, entity_writer
 
 from protocol.api import request_class, response_class

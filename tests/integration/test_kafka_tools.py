@@ -25,7 +25,10 @@ against Kafka 4.3.1; a broker advertising lower maxima gets those versions inste
   console producer          InitProducerId (idempotent by default), Produce
   console consumer          FindCoordinator, JoinGroup, SyncGroup, OffsetFetch,
                             ListOffsets, Fetch, (Heartbeat, OffsetCommit), LeaveGroup
-  kafka-transactions        ListTransactions / DescribeTransactions / DescribeProducers
+  kafka-transactions        ListTransactions / DescribeTransactions (+FindCoordinator
+                            key_type 1) / DescribeProducers
+  kafka-get-offsets         DescribeTopicPartitions, DescribeCluster, ListOffsets
+(details and the client's version ranges: compat/kafka/README.md)
 """
 
 from __future__ import annotations
@@ -64,8 +67,7 @@ def kafka_libs() -> Path:
         cache = Path.home() / ".cache/kbroker/kafka-4.3.1/.complete"
         if not cache.exists():
             pytest.fail("Maven (mvn) is needed once to fetch Apache Kafka's jars: apt-get install maven")
-    res = subprocess.run([str(FETCH)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, timeout=900)
+    res = subprocess.run([str(FETCH)], capture_output=True, text=True, timeout=900, check=False)
     assert res.returncode == 0, f"fetch.sh failed:\n{res.stderr}"
     libs = Path(res.stdout.strip().splitlines()[-1])
     assert any(libs.glob("kafka-tools-*.jar")), f"no kafka-tools jar in {libs}"
@@ -92,9 +94,8 @@ def kafka(tool: str, *args: str, input: str | None = None, timeout: float = TOOL
     """Run a Kafka tool via kafka-run.sh; stdout/stderr captured as text."""
     cmd = [str(KAFKA_RUN), tool, *args]
     try:
-        res = subprocess.run(cmd, input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, timeout=timeout,
-                             stdin=None if input is not None else subprocess.DEVNULL)
+        res = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
+                             stdin=None if input is not None else subprocess.DEVNULL, check=False)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"{tool} timed out after {timeout}s: {' '.join(args)}\n"
                     f"stdout:\n{e.stdout}\nstderr:\n{e.stderr}")
@@ -237,8 +238,10 @@ def _produce(bootstrap: str, topic: str, lines: list[str], *extra: str) -> None:
     assert "ERROR" not in res.stderr, res.stderr
 
 
-def _check_consumed(out_lines: list[str], sent: list[str]) -> None:
-    assert len(out_lines) == len(sent), f"got {len(out_lines)} records, want {len(sent)}"
+def _check_consumed(res: subprocess.CompletedProcess, sent: list[str]) -> None:
+    out_lines = res.stdout.splitlines()
+    assert len(out_lines) == len(sent), (
+        f"got {len(out_lines)} records, want {len(sent)}; consumer stderr:\n{res.stderr}")
     assert sorted(out_lines) == sorted(sent)
     # per-key (hence per-partition) order is preserved
     by_key: dict[str, list[str]] = {}
@@ -259,7 +262,7 @@ def test_console_produce_consume_keyed(bootstrap, topic):
                 "--formatter-property", "print.key=true",
                 "--formatter-property", "key.separator=\t",
                 timeout=120)
-    _check_consumed(res.stdout.splitlines(), sent)
+    _check_consumed(res, sent)
     assert f"Processed a total of {N_RECORDS} messages" in res.stderr, res.stderr
     # keys were spread over several of the 6 partitions by the default partitioner
     _check_leaders_hold_data(bootstrap, topic, N_RECORDS)
@@ -290,7 +293,7 @@ def test_console_consumer_single_partition_no_group(bootstrap, topic):
                 "--formatter-property", "print.key=true",
                 "--formatter-property", "key.separator=\t",
                 timeout=120)
-    assert res.stdout.splitlines() == sent  # one partition: total order
+    assert res.stdout.splitlines() == sent, res.stderr  # one partition: total order
     # and from an offset in the middle
     res = kafka("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic,
                 "--partition", "0", "--offset", "15",
@@ -298,7 +301,7 @@ def test_console_consumer_single_partition_no_group(bootstrap, topic):
                 "--formatter-property", "print.key=true",
                 "--formatter-property", "key.separator=\t",
                 timeout=120)
-    assert res.stdout.splitlines() == sent[15:]
+    assert res.stdout.splitlines() == sent[15:], res.stderr
 
 
 def test_console_producer_is_idempotent_by_default(bootstrap, topic):
@@ -327,8 +330,8 @@ def test_configs_describe_topic(bootstrap, topic):
                 "--entity-type", "topics", "--entity-name", topic)
     out = res.stdout
     assert f"Dynamic configs for topic {topic} are:" in out, out
-    assert re.search(r"^\s+retention\.ms=123456 sensitive=false", out, re.M), out
-    assert re.search(r"^\s+cleanup\.policy=compact sensitive=false", out, re.M), out
+    assert re.search(r"^\s+retention\.ms=123456 sensitive=false", out, re.MULTILINE), out
+    assert re.search(r"^\s+cleanup\.policy=compact sensitive=false", out, re.MULTILINE), out
     # the short form (--topic) gives the same answer
     res2 = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
     assert "retention.ms=123456" in res2.stdout, res2.stdout
@@ -341,7 +344,7 @@ def test_configs_describe_all_has_defaults(bootstrap, topic):
                 "--entity-type", "topics", "--entity-name", topic)
     out = res.stdout
     assert f"All configs for topic {topic} are:" in out, out
-    found = dict(re.findall(r"^\s+([a-z0-9.]+)=(\S*) sensitive=", out, re.M))
+    found = dict(re.findall(r"^\s+([a-z0-9.]+)=(\S*) sensitive=", out, re.MULTILINE))
     for key in ("cleanup.policy", "retention.ms", "segment.bytes", "max.message.bytes",
                 "min.insync.replicas"):
         assert key in found, f"{key} missing from --all:\n{out}"
@@ -357,8 +360,8 @@ def test_configs_alter_then_describe(bootstrap, topic):
     assert f"Completed updating config for topic {topic}." in res.stdout, res.stdout
     out = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe",
                 "--entity-type", "topics", "--entity-name", topic).stdout
-    assert re.search(r"^\s+retention\.ms=3600000 ", out, re.M), out
-    assert re.search(r"^\s+max\.message\.bytes=200000 ", out, re.M), out
+    assert re.search(r"^\s+retention\.ms=3600000 ", out, re.MULTILINE), out
+    assert re.search(r"^\s+max\.message\.bytes=200000 ", out, re.MULTILINE), out
     kafka("kafka-configs", "--bootstrap-server", bootstrap, "--alter",
           "--entity-type", "topics", "--entity-name", topic, "--delete-config", "retention.ms")
     out = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe",

@@ -22,7 +22,7 @@ def scrape(broker) -> str:
 def test_metrics_count_requests_and_bytes(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     p = Producer({"bootstrap.servers": broker.bootstrap})
-    for i in range(10):
+    for _ in range(10):
         p.produce(topic_name, value=b"x" * 100)
     assert p.flush(10) == 0
     text = scrape(broker)

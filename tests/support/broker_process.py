@@ -65,7 +65,7 @@ class BrokerProcess:
             cmd += ["--override", f"{k}={v}"]
         return cmd
 
-    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
         self.starts += 1
         out = open(self.log_path, "a")
         out.write(f"\n==== start {self.starts} ====\n")
@@ -90,7 +90,7 @@ class BrokerProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
 
-    def restart(self, kill: bool = False) -> "BrokerProcess":
+    def restart(self, kill: bool = False) -> BrokerProcess:
         self.kill9() if kill else self.stop()
         return self.start()
 

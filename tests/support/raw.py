@@ -20,7 +20,7 @@ class RawClient:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "RawClient":
+    def __enter__(self) -> RawClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -58,7 +58,7 @@ class RawClient:
             return self.sock.recv(1) == b""
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
 
     @staticmethod

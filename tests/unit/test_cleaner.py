@@ -570,7 +570,7 @@ def test_dirty_ratio_and_compaction_lag(log_dir):
 def test_clean_pass_runs_in_a_thread_and_swaps_on_the_loop(log_dir, tmp_path):
     lg = _three_segments(log_dir)
     other = open_log(str(tmp_path / "d-0"), cleanup_policy="delete")
-    for k in range(4):
+    for _ in range(4):
         append(other, [(b"k", b"v")])
     other.roll()
     cleaner = LogCleaner(segment_close_delay_s=0.01)

@@ -3,8 +3,13 @@
 import pytest
 
 from coordinator.group import metadata as md
-from coordinator.group.metadata import (GroupMetadataKey, GroupMetadataValue, MemberMetadataValue,
-                                        OffsetCommitKey, OffsetCommitValue)
+from coordinator.group.metadata import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 
 
 def test_offset_commit_key_and_value_fixed_bytes():

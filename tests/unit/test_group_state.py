@@ -4,8 +4,13 @@ import itertools
 
 import pytest
 
-from coordinator.group.state import (VALID_PREVIOUS_STATES, GroupMetadata, GroupState,
-                                     IllegalGroupTransition, MemberMetadata)
+from coordinator.group.state import (
+    VALID_PREVIOUS_STATES,
+    GroupMetadata,
+    GroupState,
+    IllegalGroupTransition,
+    MemberMetadata,
+)
 
 S = GroupState
 

@@ -151,6 +151,13 @@ class KafkaConnection(asyncio.Protocol):
             return None
         if not spec.min_version <= api_version <= spec.max_version:
             if api_key == API_VERSIONS_KEY:
+                # Kafka reads a newer ApiVersions request with the flexible header (v2);
+                # a header it cannot read closes the connection instead.
+                try:
+                    codec.parse_header(frame, 2)
+                except InvalidRequest:
+                    self._close_for("unreadable_request", api=spec.name, version=api_version)
+                    return None
                 return self.broker.unsupported_api_versions_response(correlation_id)
             self._close_for("unsupported_version", api=spec.name, version=api_version)
             return None

@@ -75,7 +75,7 @@ def _check_single_batch(records, version: int) -> None:
     (length,) = struct.unpack_from(">i", records, 8)
     if length + rb.LOG_OVERHEAD != len(records):
         if length + rb.LOG_OVERHEAD > len(records):
-            raise KafkaError(ErrorCode.corrupt_message, "record batch is truncated")
+            raise KafkaError(ErrorCode.invalid_record, "record batch is truncated")
         raise KafkaError(ErrorCode.invalid_record, "Produce v3+ carries exactly one record batch")
     if len(records) >= rb.HEADER_SIZE:
         (attributes,) = struct.unpack_from(">h", records, rb.ATTRIBUTES_OFFSET)

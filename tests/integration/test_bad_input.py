@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import os
 import struct
 
@@ -10,18 +9,12 @@ import pytest
 from confluent_kafka import Producer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+from kio.schema.produce.v9.request import ProduceRequest
 
 from protocol import records as rb
 from protocol.errors import ErrorCode
 from tests.support.clients import consume_all, create_topic
-from tests.support.raw import RawClient
-
-
-def produce_request(topic: str, records: bytes, acks: int = -1) -> ProduceRequest:
-    return ProduceRequest(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5),
-                          topic_data=(TopicProduceData(name=topic, partition_data=(
-                              PartitionProduceData(index=0, records=records),)),))
+from tests.support.raw import RawClient, good_batch, produce_request
 
 
 def produce_error(broker, topic: str, records: bytes) -> int:
@@ -45,10 +38,6 @@ def topic(broker):
     name = "bad-input"
     create_topic(broker.bootstrap, name, 1)
     return name
-
-
-def good_batch(n: int = 3) -> bytearray:
-    return rb.build_batch([(b"k%d" % i, b"v%d" % i) for i in range(n)], timestamp=1_700_000_000_000)
 
 
 def test_random_bytes_close_only_that_connection(broker, topic):
@@ -101,7 +90,7 @@ def test_unsupported_version_closes_connection(broker):
 
 def test_unsupported_api_versions_version_gets_v0_error(broker):
     with RawClient(broker.bootstrap) as c:
-        c.send_frame(struct.pack(">hhih", 18, 127, 42, -1))
+        c.send_frame(struct.pack(">hhih", 18, 127, 42, -1) + b"\x00")  # header v2
         frame = c.recv_frame()
     assert frame is not None
     correlation_id, error, count = struct.unpack_from(">ihi", frame, 0)

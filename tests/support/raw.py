@@ -8,6 +8,7 @@ import struct
 
 from kio.serial import entity_reader, entity_writer
 
+from protocol import records as rb
 from protocol.api import request_class, request_header_version, response_class, response_header_version
 
 
@@ -89,3 +90,18 @@ class RawClient:
         pos = 4 + (1 if response_header_version(api_key, version) >= 1 else 0)
         resp, _ = entity_reader(response_class(api_key, version))(frame, pos)
         return resp
+
+
+def produce_request(topic: str, records: bytes, acks: int = -1, partition: int = 0):
+    """A Produce v9 request entity carrying ``records`` for one partition."""
+    import datetime
+
+    from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
+
+    return ProduceRequest(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=5),
+                          topic_data=(TopicProduceData(name=topic, partition_data=(
+                              PartitionProduceData(index=partition, records=records),)),))
+
+
+def good_batch(n: int = 3) -> bytearray:
+    return rb.build_batch([(b"k%d" % i, b"v%d" % i) for i in range(n)], timestamp=1_700_000_000_000)

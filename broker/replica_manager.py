@@ -161,6 +161,16 @@ class ReplicaManager:
             m.messages_in.labels(topic).inc(info.record_count)
         return info
 
+    def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                      coordinator_epoch: int, commit: bool) -> AppendInfo:
+        """Append a transaction marker (WriteTxnMarkers); the LSO may advance."""
+        part = self.get(topic, partition)
+        info = part.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
+                                      part.leader_epoch)
+        part.log.high_watermark = part.log.log_end_offset
+        part.wake_waiters()
+        return info
+
     def needs_flush(self, topic: str, partition: int) -> bool:
         part = self.partitions.get((topic, partition))
         return part is not None and part.log.needs_flush(int(time.time() * 1000))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 import time
 from dataclasses import dataclass, replace
 
@@ -24,8 +25,9 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .cleaner import complete_interrupted_swaps
 from .leader_epoch import LeaderEpochCache
-from .producer_state import ProducerStateManager
+from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from .segment import Segment
+from .txn_index import AbortedTxn, AbortedTxnList, append_entry, read_index, rewrite_index
 
 log = structlog.get_logger("storage.log")
 
@@ -91,9 +93,10 @@ class Log:
         self.segments: list[Segment] = []
         self.base_offsets: list[int] = []
         self.log_start_offset = 0
-        self.high_watermark = 0
+        self._high_watermark = 0
         self.recovery_point = 0
         self.producer_state = ProducerStateManager(directory, config.producer_id_expiration_ms)
+        self.aborted_txns = AbortedTxnList()
         self.leader_epochs = LeaderEpochCache(directory)
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
@@ -146,11 +149,25 @@ class Log:
         self.base_offsets = [s.base_offset for s in segments]
         self.recovery_point = self.log_end_offset
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self._load_aborted_txns()
         self._rebuild_producer_state()
         return RecoveryReport(scanned, truncated, truncated_at)
 
+    def _load_aborted_txns(self) -> None:
+        """Read every segment's ``.txnindex``, dropping entries past the (recovered) end."""
+        end = self.log_end_offset
+        for seg in self.segments:
+            path = seg.path(".txnindex")
+            entries = read_index(path)
+            kept = [e for e in entries if e.last_offset < end]
+            if len(kept) != len(entries):
+                rewrite_index(path, kept)
+            for e in kept:
+                self.aborted_txns.add(e)
+
     def _rebuild_producer_state(self) -> None:
-        """Load the newest usable snapshot, then replay batch headers after it."""
+        """Load the newest usable snapshot, then replay the batches after it; markers in the
+        replayed range re-create their aborted-transaction index entries if missing."""
         psm = self.producer_state
         psm.delete_snapshots_above(self.log_end_offset)
         start = psm.load_latest_snapshot(self.log_end_offset)
@@ -159,11 +176,44 @@ class Log:
         for seg in self.segments:
             if seg.next_offset <= start:
                 continue
-            for _, header in seg.scan(seg.position_for(start)):
-                if header.base_offset >= start:
+            for pos, header in seg.scan(seg.position_for(start)):
+                if header.base_offset < start:
+                    continue
+                if header.is_control and header.producer_id != rb.NO_PRODUCER_ID:
+                    control_type, coordinator_epoch = _read_marker(seg.read_batch(pos, header))
+                    completed = psm.update(header, control_type, coordinator_epoch)
+                    if completed is not None and completed.is_aborted:
+                        self._index_aborted(completed, seg, lso=completed.first_offset)
+                else:
                     psm.update(header)
 
+    def _index_aborted(self, txn: CompletedTxn, seg: Segment, lso: int) -> None:
+        entry = AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, lso)
+        if self.aborted_txns.add(entry):
+            append_entry(seg.path(".txnindex"), entry)
+
     # --- offsets ------------------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self._high_watermark = value
+        self.producer_state.on_high_watermark_updated(value)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transactional record is decided: min(high watermark, first
+        offset of the earliest open or not-yet-replicated completed transaction)."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return min(self._high_watermark, first_unstable)
+
+    def collect_aborted_txns(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        return self.aborted_txns.collect(start_offset, upper_bound_offset)
 
     @property
     def active_segment(self) -> Segment:
@@ -218,8 +268,11 @@ class Log:
                          now_ms: int | None = None) -> AppendInfo:
         """Validate, assign offsets and append one produce payload (one or more batches).
 
-        Idempotent duplicates are not appended: the original batch's offsets are returned.
+        ``client=False`` is a coordinator's append (transactional offset commits): epoch
+        checks only. Idempotent duplicates are not appended: the original batch's offsets
+        are returned.
         """
+        origin = AppendOrigin.CLIENT if client else AppendOrigin.COORDINATOR
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         buf = bytearray(data)
         headers: list[tuple[int, rb.BatchHeader]] = []
@@ -235,13 +288,13 @@ class Log:
             raise KafkaError(ErrorCode.invalid_record, "empty record set")
         # Idempotence: a retried batch is answered with its original offsets.
         if len(headers) == 1 and headers[0][1].producer_id != rb.NO_PRODUCER_ID:
-            dup = self.producer_state.check(headers[0][1])
+            dup = self.producer_state.check(headers[0][1], origin)
             if dup is not None:
                 return AppendInfo(dup.first_offset, dup.last_offset, -1, self.log_start_offset,
                                   0, duplicate=True)
         else:
             for _, header in headers:
-                self.producer_state.check(header)
+                self.producer_state.check(header, origin)
         log_append_time = now_ms if self.config.message_timestamp_type == "LogAppendTime" else -1
         offset = self.log_end_offset
         first_offset = offset
@@ -264,24 +317,59 @@ class Log:
             count += header.record_count
         return AppendInfo(first_offset, offset - 1, log_append_time, self.log_start_offset, count)
 
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool, leader_epoch: int, now_ms: int | None = None) -> AppendInfo:
+        """A transaction coordinator's COMMIT/ABORT marker (WriteTxnMarkers).
+
+        Raises INVALID_PRODUCER_EPOCH for an older producer epoch and
+        TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch. An ABORT that ends a
+        transaction on this partition gets an aborted-transaction index entry; a marker for
+        a producer with no open transaction here is still appended (it takes an offset).
+        """
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        control_type = rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT
+        batch = rb.build_control_batch(control_type, producer_id, producer_epoch,
+                                       coordinator_epoch, now_ms)
+        offset = self.log_end_offset
+        rb.set_base_offset(batch, 0, offset)
+        rb.set_partition_leader_epoch(batch, 0, leader_epoch)
+        lso_before = self.last_stable_offset
+        self._write(batch, offset, offset + 1, now_ms, offset, now_ms)
+        header = rb.parse_header(batch)
+        completed = self.producer_state.update(header, control_type, coordinator_epoch)
+        if completed is not None:
+            if completed.is_aborted:
+                self._index_aborted(completed, self.active_segment, lso_before)
+            self.producer_state.on_completed(completed, self._high_watermark)
+        return AppendInfo(offset, offset, -1, self.log_start_offset, 1)
+
     def append_as_follower(self, data: bytes) -> None:
         """Append batches that already carry offsets (replication, or the cleaner's rewrite)."""
         buf = memoryview(data)
         max_ts, offset_of_max, first = -1, -1, -1
         last = self.log_end_offset
         headers = []
-        for _, header in rb.iter_batches(buf):
+        for pos, header in rb.iter_batches(buf):
             if first < 0:
                 first = header.base_offset
             if header.max_timestamp > max_ts:
                 max_ts, offset_of_max = header.max_timestamp, header.base_offset
             last = header.next_offset
-            headers.append(header)
+            headers.append((pos, header))
         if first < 0:
             return
         self._write(data, first, last, max_ts, offset_of_max, int(time.time() * 1000))
-        for header in headers:
-            self.producer_state.update(header)
+        for pos, header in headers:
+            if header.is_control and header.producer_id != rb.NO_PRODUCER_ID:
+                control_type, coordinator_epoch = _read_marker(bytes(buf[pos : pos + header.size]))
+                completed = self.producer_state.update(header, control_type, coordinator_epoch)
+                if completed is not None:
+                    if completed.is_aborted:
+                        self._index_aborted(completed, self.active_segment, self.last_stable_offset)
+                    self.producer_state.on_completed(completed, self._high_watermark)
+            else:
+                self.producer_state.update(header)
 
     def _write(self, data, first_offset: int, next_offset: int, max_ts: int, offset_of_max: int,
                now_ms: int) -> None:
@@ -411,6 +499,10 @@ class Log:
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.aborted_txns.truncate_from(self.log_end_offset)
+        for seg in self.segments[-2:]:
+            rewrite_index(seg.path(".txnindex"),
+                          [e for e in read_index(seg.path(".txnindex")) if e.last_offset < self.log_end_offset])
         self.producer_state.truncate_and_reload()
         self._rebuild_producer_state()
 
@@ -432,6 +524,7 @@ class Log:
         seg = self.segments.pop(0)
         self.base_offsets.pop(0)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.aborted_txns.drop_before(self.segments[0].base_offset)
         log.info("segment_deleted", topic=self.topic, partition=self.partition,
                  base_offset=seg.base_offset, reason=reason)
         seg.delete()
@@ -471,6 +564,18 @@ class Log:
             self.producer_state.take_snapshot(self.log_end_offset)
         for seg in self.segments:
             seg.close()
+
+
+def _read_marker(batch: bytes) -> tuple[int | None, int]:
+    """(control type, coordinator epoch) of a control batch, or (None, -1) if unreadable."""
+    try:
+        _, records = rb.decode_records(batch)
+        key, value = records[0].key or b"", records[0].value or b""
+        control_type = struct.unpack_from(">h", key, 2)[0]
+        coordinator_epoch = struct.unpack_from(">i", value, 2)[0] if len(value) >= 6 else -1
+        return control_type, coordinator_epoch
+    except (rb.CorruptRecord, IndexError, struct.error):
+        return None, -1
 
 
 def _last_batch_pos(chunk: bytes) -> int:

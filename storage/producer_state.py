@@ -9,8 +9,12 @@ State is snapshotted to ``<offset>.snapshot`` at segment roll and clean shutdown
 from the batch headers of the log tail after an unclean stop, as Kafka does. The snapshot
 format is our own (a CRC32C-guarded struct list), not Kafka's.
 
-Differs from Kafka: transactional bookkeeping (open transactions, the LSO) is added by the
-transaction layer on top of this class.
+Transactions: the first offset of each producer's open transaction bounds the last stable
+offset (LSO); a COMMIT/ABORT marker completes it (a :class:`CompletedTxn`), and the LSO keeps
+counting a completed transaction until the high watermark passes its marker. Batch checks
+depend on the append's origin, as in Kafka: sequence checks for clients only, epoch checks
+for clients and the coordinators (markers, transactional offset commits), none for
+replication and recovery.
 """
 
 from __future__ import annotations
@@ -63,6 +67,20 @@ class ProducerEntry:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker's offset
+    is_aborted: bool
+
+
+class AppendOrigin:
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -73,16 +91,19 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
         self.last_snapshot_offset = -1
+        # Completed transactions whose marker is not yet below the high watermark.
+        self.unreplicated_txns: list[CompletedTxn] = []
 
     # --- the append path ---------------------------------------------------------------------
 
-    def check(self, header: rb.BatchHeader) -> BatchMetadata | None:
-        """Validate a client batch; return the original batch if it is a duplicate.
+    def check(self, header: rb.BatchHeader, origin: str = AppendOrigin.CLIENT) -> BatchMetadata | None:
+        """Validate a data batch; return the original batch if it is a client's duplicate.
 
-        Raises KafkaError(INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER).
+        Raises KafkaError(INVALID_PRODUCER_EPOCH / OUT_OF_ORDER_SEQUENCE_NUMBER /
+        INVALID_TXN_STATE).
         """
         pid = header.producer_id
-        if pid == rb.NO_PRODUCER_ID:
+        if pid == rb.NO_PRODUCER_ID or origin == AppendOrigin.REPLICATION:
             return None
         entry = self.producers.get(pid)
         if entry is None:
@@ -91,13 +112,26 @@ class ProducerStateManager:
         if epoch < entry.producer_epoch:
             raise KafkaError(ErrorCode.invalid_producer_epoch,
                              f"epoch {epoch} is older than the current epoch {entry.producer_epoch}")
+        if origin == AppendOrigin.CLIENT:
+            duplicate = self._check_sequence(entry, header)
+            if duplicate is not None:
+                return duplicate
+        if not header.is_transactional and entry.current_txn_first_offset >= 0:
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             f"Expected transactional write from producer {pid} at offset "
+                             f"{entry.current_txn_first_offset}, got a non-transactional batch")
+        return None
+
+    @staticmethod
+    def _check_sequence(entry: ProducerEntry, header: rb.BatchHeader) -> BatchMetadata | None:
         first_seq, last_seq = header.base_sequence, header.last_sequence
-        if epoch > entry.producer_epoch:
+        if header.producer_epoch > entry.producer_epoch:
             # A new epoch starts its sequences at 0 (a bump by the coordinator, or an
             # idempotent producer's local bump after an unresolved sequence).
-            if first_seq != 0:
+            if first_seq != 0 and entry.producer_epoch != rb.NO_PRODUCER_EPOCH:
                 raise KafkaError(ErrorCode.out_of_order_sequence_number,
-                                 f"new epoch {epoch} must start at sequence 0, got {first_seq}")
+                                 f"new epoch {header.producer_epoch} must start at sequence 0, "
+                                 f"got {first_seq}")
             return None
         duplicate = entry.find_duplicate(first_seq, last_seq)
         if duplicate is not None:
@@ -107,28 +141,78 @@ class ProducerStateManager:
                              f"expected sequence {entry.last_seq + 1}, got {first_seq}")
         return None
 
-    def update(self, header: rb.BatchHeader) -> None:
-        """Record an appended batch (from the append path or from recovery)."""
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """A coordinator's COMMIT/ABORT marker: producer epoch first, then coordinator epoch."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise KafkaError(ErrorCode.invalid_producer_epoch,
+                             f"marker epoch {producer_epoch} is older than {entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(ErrorCode.transaction_coordinator_fenced,
+                             f"coordinator epoch {coordinator_epoch} is older than "
+                             f"{entry.coordinator_epoch}")
+
+    def needs_verification(self, header: rb.BatchHeader) -> bool:
+        """KIP-890: a transactional batch that would start a transaction on this partition."""
+        if not header.is_transactional:
+            return False
+        entry = self.producers.get(header.producer_id)
+        return (entry is None or entry.current_txn_first_offset < 0
+                or entry.producer_epoch != header.producer_epoch)
+
+    def update(self, header: rb.BatchHeader, control_type: int | None = None,
+               coordinator_epoch: int = -1) -> CompletedTxn | None:
+        """Record an appended batch (append path or recovery); a control batch (with its
+        ``control_type``) completes the producer's open transaction, if any."""
         pid = header.producer_id
         if pid == rb.NO_PRODUCER_ID:
-            return
+            return None
         entry = self.producers.get(pid)
-        if entry is None or header.producer_epoch > entry.producer_epoch:
-            entry = ProducerEntry(pid, header.producer_epoch) if entry is None else entry
-            if header.producer_epoch > entry.producer_epoch:
-                entry.batches.clear()
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, header.producer_epoch)
+        elif header.producer_epoch > entry.producer_epoch:
+            entry.batches.clear()
             entry.producer_epoch = header.producer_epoch
-            self.producers[pid] = entry
         entry.last_timestamp = header.max_timestamp
         if header.is_control:
+            entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+            first = entry.current_txn_first_offset
             entry.current_txn_first_offset = -1
-            return
+            if first < 0 or control_type is None:
+                return None
+            return CompletedTxn(pid, first, header.base_offset, control_type == rb.CONTROL_ABORT)
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset
         if header.base_sequence != rb.NO_SEQUENCE:
             entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                                header.last_offset, header.last_offset_delta,
                                                header.max_timestamp))
+        return None
+
+    # --- the last stable offset ----------------------------------------------------------------
+
+    def first_unstable_offset(self) -> int | None:
+        """The smallest first offset of an open transaction, or of a completed one whose
+        marker is not yet below the high watermark."""
+        firsts = [e.current_txn_first_offset for e in self.producers.values()
+                  if e.current_txn_first_offset >= 0]
+        firsts.extend(t.first_offset for t in self.unreplicated_txns)
+        return min(firsts) if firsts else None
+
+    def on_completed(self, txn: CompletedTxn, high_watermark: int) -> None:
+        if txn.last_offset >= high_watermark:
+            self.unreplicated_txns.append(txn)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        if self.unreplicated_txns:
+            self.unreplicated_txns = [t for t in self.unreplicated_txns if t.last_offset >= high_watermark]
+
+    def ongoing_transactions(self) -> dict[int, int]:
+        """producer id -> first offset of its open transaction."""
+        return {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                if e.current_txn_first_offset >= 0}
 
     def remove_expired(self, now_ms: int | None = None) -> int:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -140,6 +224,7 @@ class ProducerStateManager:
 
     def truncate_and_reload(self) -> None:
         self.producers.clear()
+        self.unreplicated_txns.clear()
 
     # --- snapshots ---------------------------------------------------------------------------
 

@@ -10,6 +10,12 @@ Behavior:
   with its original offsets; a sequence gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a stale epoch is
   INVALID_PRODUCER_EPOCH.
 - acks=0: no response; any error closes the connection, as Kafka does, so the client learns.
+- Transactional batches need a transactional id (else the whole request fails with
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Before a producer's first transactional append to a
+  partition the transaction coordinator verifies that the partition is in its ongoing
+  transaction (KIP-890 part 1, ``transaction.partition.verification.enable``); an unverified
+  append gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11). A non-transactional batch
+  from a producer with an open transaction on the partition is INVALID_TXN_STATE.
 - When the flush policy asks for it (log.flush.interval.messages/ms), the response waits for
   the group-committed fsync.
 - v0-2 are advertised (librdkafka enables gzip/snappy only when v0 is in the range) but
@@ -36,6 +42,10 @@ async def handle_produce(ctx: RequestContext, request):
     version = ctx.api_version
     acks = request.acks
     rm = ctx.broker.replica_manager
+    if _has_transactional_batch(request) and request.transactional_id is None:
+        # Kafka fails the whole request when transactional records come without an id.
+        return _whole_request_error(request, version, acks, ErrorCode.transactional_id_authorization_failed)
+    verified = await _verify_transactional_partitions(ctx, request)
     results = []
     flush_targets = []
     any_error = False
@@ -47,6 +57,10 @@ async def handle_produce(ctx: RequestContext, request):
                 if acks not in VALID_ACKS:
                     raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
                 _check_single_batch(pd.records, version)
+                failed = verified.get((topic.name, pd.index))
+                if failed:
+                    raise KafkaError(failed, "Record was not part of an ongoing transaction"
+                                     if failed == ErrorCode.invalid_txn_state else None)
                 info = rm.append(topic.name, pd.index, pd.records)
                 base_offset, append_time, log_start = info.base_offset, info.log_append_time, info.log_start_offset
                 if rm.needs_flush(topic.name, pd.index):
@@ -108,3 +122,67 @@ def refuse_legacy_produce(frame: bytes, body_offset: int, version: int) -> bytes
 
 
 register(0, 0, 11, refused_below=3, legacy=refuse_legacy_produce)(handle_produce)
+
+
+def _has_transactional_batch(request) -> bool:
+    for topic in request.topic_data:
+        for pd in topic.partition_data:
+            records = pd.records
+            if records and len(records) >= rb.HEADER_SIZE:
+                (attributes,) = struct.unpack_from(">h", records, rb.ATTRIBUTES_OFFSET)
+                if attributes & rb.ATTR_TRANSACTIONAL:
+                    return True
+    return False
+
+
+def _whole_request_error(request, version: int, acks: int, code: ErrorCode):
+    if acks == 0:
+        raise CloseConnection(f"{code.name} on an acks=0 produce")
+    return fast.encode_produce_response(version, [
+        (t.name, [(pd.index, int(code), -1, -1, -1, None) for pd in t.partition_data])
+        for t in request.topic_data])
+
+
+async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict:
+    """KIP-890 part 1: before a producer's first transactional append to a partition, ask the
+    transaction coordinator whether the partition is in its ongoing transaction.
+
+    Returns (topic, partition) -> error code for the partitions that failed. Errors are
+    mapped as Kafka maps them on the produce path: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH,
+    and TRANSACTION_ABORTABLE -> INVALID_TXN_STATE before Produce v11.
+    """
+    broker = ctx.broker
+    coordinator = getattr(broker, "txn_coordinator", None)
+    if coordinator is None or not broker.config["transaction.partition.verification.enable"]:
+        return {}
+    rm = broker.replica_manager
+    pending: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for topic in request.topic_data:
+        for pd in topic.partition_data:
+            part = rm.partitions.get((topic.name, pd.index))
+            records = pd.records
+            if part is None or not records or len(records) < rb.HEADER_SIZE:
+                continue
+            try:
+                header = rb.parse_header(records)
+            except struct.error:
+                continue
+            if part.log.producer_state.needs_verification(header):
+                pending.setdefault((header.producer_id, header.producer_epoch), []).append(
+                    (topic.name, pd.index))
+    failed = {}
+    for (producer_id, producer_epoch), partitions in pending.items():
+        errors = await coordinator.verify_partitions(request.transactional_id, producer_id,
+                                                     producer_epoch, partitions)
+        for tp, code in errors.items():
+            if code:
+                failed[tp] = _produce_error(ErrorCode(code), ctx.api_version)
+    return failed
+
+
+def _produce_error(code: ErrorCode, version: int) -> ErrorCode:
+    if code == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if code == ErrorCode.transaction_abortable and version < 11:
+        return ErrorCode.invalid_txn_state
+    return code

@@ -2,7 +2,8 @@
 
 Behavior:
 - Returns whole record batches from each partition's fetch offset up to the high watermark
-  (read_uncommitted) or the last stable offset (read_committed), within partition_max_bytes
+  (read_uncommitted) or the last stable offset (read_committed, with the aborted
+  transactions overlapping the returned range), within partition_max_bytes
   and max_bytes; the first batch is always returned even past those limits (KIP-74).
 - Long poll: while fewer than min_bytes are ready, waits up to max_wait_ms and wakes as soon
   as a requested partition's high watermark advances.
@@ -21,6 +22,7 @@ Version notes:
 import time
 
 from protocol import fast
+from protocol import records as rb
 from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
@@ -91,7 +93,7 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
                 check_leader_epoch(getattr(fp, "current_leader_epoch", -1), part.leader_epoch)
                 plog = part.log
                 hw = plog.high_watermark
-                lso = hw
+                lso = plog.last_stable_offset
                 limit = lso if isolation == READ_COMMITTED else hw
                 if fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
                     raise KafkaError(ErrorCode.offset_out_of_range,
@@ -103,7 +105,7 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
                     data = plog.read(fp.fetch_offset, max(budget, 1), limit, min_one=total == 0)
                 total += len(data)
                 remaining -= len(data)
-                aborted = [] if isolation == READ_COMMITTED else None
+                aborted = _aborted_txns(plog, fp.fetch_offset, data) if isolation == READ_COMMITTED else None
                 parts.append((fp.partition, 0, hw, lso, plog.log_start_offset, aborted, data))
                 if not data:
                     waitable.append(part)
@@ -113,3 +115,13 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
                 parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b""))
         topics.append((name or "", topic_id, parts))
     return topics, total, waitable, errors
+
+
+def _aborted_txns(plog, fetch_offset: int, data: bytes) -> list[tuple[int, int]]:
+    """Aborted transactions overlapping the fetched range, for the consumer to filter."""
+    if not data:
+        return []
+    upper = fetch_offset
+    for _, header in rb.iter_batches(data):
+        upper = header.next_offset
+    return [(e.producer_id, e.first_offset) for e in plog.collect_aborted_txns(fetch_offset, upper)]

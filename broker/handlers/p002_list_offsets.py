@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 from ..server import RequestContext
-from .p001_fetch import check_leader_epoch
+from .p001_fetch import READ_COMMITTED, check_leader_epoch
 
 
 @register(2, 1, 7)
@@ -39,9 +39,7 @@ def _list_offset(ctx: RequestContext, topic: str, p, isolation: int) -> dict:
     part = ctx.broker.replica_manager.get(topic, p.partition_index)
     check_leader_epoch(getattr(p, "current_leader_epoch", -1), part.leader_epoch)
     plog = part.log
-    # read_committed stops at the last stable offset, which equals the high watermark
-    # until transactions are written to this partition.
-    limit = plog.high_watermark
+    limit = plog.last_stable_offset if isolation == READ_COMMITTED else plog.high_watermark
     ts = int(p.timestamp)
     found_ts, offset = -1, -1
     if ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):

@@ -1,0 +1,51 @@
+"""WriteTxnMarkers: v1
+
+Behavior:
+- Sent by a transaction coordinator (ours, over the network path even when the leader is
+  this broker) or by an admin tool aborting a hanging transaction: for each marker, a
+  COMMIT or ABORT control batch (value: version 0, coordinator epoch) is appended to every
+  listed partition led here; the last stable offset advances and an ABORT that ends a
+  transaction on the partition gets an aborted-transaction index entry.
+- Per partition: UNKNOWN_TOPIC_OR_PARTITION if not hosted here; INVALID_PRODUCER_EPOCH for
+  an older producer epoch; TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
+- Markers on ``__consumer_offsets`` partitions make the group coordinator materialize
+  (COMMIT) or drop (ABORT) the producer's pending transactional offsets.
+
+Version notes:
+- v0 is gone from Kafka 4.x (KIP-896); v1 is flexible; v2 (TV2) is not advertised.
+"""
+
+from coordinator.group.metadata import OFFSETS_TOPIC
+from protocol.api import register
+from protocol.errors import KafkaError
+
+from ..server import RequestContext
+
+
+@register(27, 1, 1)
+async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
+    broker = ctx.broker
+    rm = broker.replica_manager
+    results = []
+    for marker in request.markers:
+        topics = []
+        for t in marker.topics:
+            parts = []
+            for index in t.partition_indexes:
+                try:
+                    rm.append_marker(t.name, index, marker.producer_id, marker.producer_epoch,
+                                     marker.coordinator_epoch, marker.transaction_result)
+                    if t.name == OFFSETS_TOPIC and broker.group_coordinator is not None:
+                        broker.group_coordinator.complete_txn_offset_commits(
+                            index, marker.producer_id, marker.transaction_result)
+                    parts.append({"partition_index": index, "error_code": 0})
+                except KafkaError as exc:
+                    broker.metrics.errors.labels("WriteTxnMarkers", exc.code.name).inc()
+                    parts.append({"partition_index": index, "error_code": exc.code})
+            topics.append({"name": t.name, "partitions": parts})
+        results.append({"producer_id": marker.producer_id, "topics": topics})
+    flush = [rm.get(t.name, i).log for m in request.markers for t in m.topics
+             for i in t.partition_indexes if (t.name, i) in rm.partitions and rm.needs_flush(t.name, i)]
+    if flush:
+        await rm.flush(flush)
+    return {"markers": results}

@@ -278,7 +278,7 @@ def _pct(sorted_vals: list[float], q: float) -> float:
 
 def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger_ms: int,
                 pid: int | None, rate: float | None = None, timeout: float = 600.0,
-                queue_kb: int = 32768, skip_s: float = 0.0) -> dict:
+                queue_kb: int = 32768, skip_s: float = 0.0, idempotence: bool = False) -> dict:
     """Produce n records of `size` bytes; rate=None means as fast as possible (msgs/s otherwise).
 
     Latency per record = time the delivery callback ran - time produce() was called.
@@ -303,7 +303,7 @@ def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger
         "bootstrap.servers": bootstrap,
         "acks": acks,
         "linger.ms": linger_ms,
-        "enable.idempotence": False,
+        "enable.idempotence": idempotence,
         "compression.type": "none",
         # bounded client queue (32 MB like the Java producer's buffer.memory): at max rate
         # the latency is then queueing behind <= 32 MB, not behind the whole run

@@ -1,0 +1,175 @@
+"""Transactions and idempotence benchmark: our broker vs Apache Kafka, same script, same run.
+
+    python bench/txn_bench.py --target both        # ours, then Kafka 4.3.1, with ratios
+    python bench/txn_bench.py --target ours --quick
+
+Phases:
+  txn    one confluent-kafka transactional producer; each transaction = begin, 10 records of
+         1 KB (acks=all), commit. Reported: txn/s, commit latency p50/p99 (commit_transaction()
+         call to return) and whole-transaction latency, median of --runs runs.
+  idem   plain vs idempotent produce at max rate (acks=all, linger.ms=5, 1 KB): MB/s of each
+         and the idempotence cost (1 - idempotent/plain), median of --runs runs.
+Broker CPU-seconds per transaction come from /proc (see produce_bench.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import produce_bench as pb  # noqa: E402  (after the sys.path insert)
+
+
+def txn_run(bootstrap: str, topic: str, n_txns: int, records_per_txn: int, size: int,
+            pid: int | None) -> dict:
+    import confluent_kafka as ck
+
+    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+                     "linger.ms": 0, "acks": "all", "compression.type": "none"})
+    p.init_transactions(60)
+    payload = b"x" * size
+    # one unmeasured transaction: coordinator lookup, connections
+    p.begin_transaction()
+    p.produce(topic, payload)
+    p.commit_transaction(60)
+    commits, totals = [], []
+    cpu0 = pb.cpu_seconds(pid)
+    t0 = time.perf_counter()
+    for _ in range(n_txns):
+        start = time.perf_counter()
+        p.begin_transaction()
+        for _ in range(records_per_txn):
+            p.produce(topic, payload)
+        c0 = time.perf_counter()
+        p.commit_transaction(60)
+        end = time.perf_counter()
+        commits.append((end - c0) * 1000)
+        totals.append((end - start) * 1000)
+    elapsed = time.perf_counter() - t0
+    cpu1 = pb.cpu_seconds(pid)
+    commits.sort()
+    totals.sort()
+    res = {"txns": n_txns, "seconds": round(elapsed, 3), "txn_s": n_txns / elapsed,
+           "commit_p50_ms": pb._pct(commits, 0.5), "commit_p99_ms": pb._pct(commits, 0.99),
+           "txn_p50_ms": pb._pct(totals, 0.5), "txn_p99_ms": pb._pct(totals, 0.99)}
+    if cpu0 is not None and cpu1 is not None:
+        res["broker_cpu_ms_per_txn"] = (cpu1 - cpu0) * 1000 / n_txns
+    return res
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
+
+
+def bench(t: pb.Target, args) -> dict:
+    out: dict = {"target": t.name}
+    t.start()
+    try:
+        if "txn" in args.phases:
+            runs = []
+            for i in range(args.runs):
+                topic = f"txn-bench-{i}-{uuid.uuid4().hex[:6]}"
+                pb.create_topic(t.bootstrap, topic, args.partitions)
+                r = txn_run(t.bootstrap, topic, args.txns, 10, 1024, t.pid)
+                pb.log(f"{t.name}: txn run {i + 1}/{args.runs}: {r['txn_s']:.0f} txn/s, commit p50 "
+                       f"{r['commit_p50_ms']:.2f} ms p99 {r['commit_p99_ms']:.2f} ms")
+                runs.append(r)
+            out["txn"] = {k: _median(runs, k) for k in runs[0] if k not in ("txns", "seconds")}
+            out["txn"]["runs"] = runs
+        if "idem" in args.phases:
+            n = int(args.mb * pb.MB / 1024)
+            res = {}
+            for idem in (False, True):
+                runs = []
+                for i in range(args.runs):
+                    topic = f"idem-bench-{int(idem)}-{i}-{uuid.uuid4().hex[:6]}"
+                    pb.create_topic(t.bootstrap, topic, args.partitions)
+                    r = pb.produce_run(t.bootstrap, topic, n, 1024, "all", 5, t.pid, idempotence=idem)
+                    pb.log(f"{t.name}: {'idempotent' if idem else 'plain'} run {i + 1}/{args.runs}: "
+                           f"{r['mb_s']:.1f} MB/s")
+                    runs.append(r)
+                res["idempotent" if idem else "plain"] = {"mb_s": _median(runs, "mb_s"), "runs": runs}
+            res["idempotence_cost"] = 1 - res["idempotent"]["mb_s"] / res["plain"]["mb_s"]
+            out["idem"] = res
+    finally:
+        t.stop()
+    return out
+
+
+ROWS = [("txn/s", ("txn", "txn_s")), ("commit p50 ms", ("txn", "commit_p50_ms")),
+        ("commit p99 ms", ("txn", "commit_p99_ms")), ("txn p50 ms", ("txn", "txn_p50_ms")),
+        ("txn p99 ms", ("txn", "txn_p99_ms")), ("broker CPU ms/txn", ("txn", "broker_cpu_ms_per_txn")),
+        ("plain MB/s (acks=all)", ("idem", "plain", "mb_s")),
+        ("idempotent MB/s (acks=all)", ("idem", "idempotent", "mb_s")),
+        ("idempotence cost", ("idem", "idempotence_cost"))]
+
+
+def _get(d: dict, path: tuple):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def render(results: dict) -> str:
+    names = list(results)
+    lines = [f"{'metric':28}" + "".join(f"{n:>10}" for n in names)
+             + ("  ours/kafka" if {"ours", "kafka"} <= set(names) else "")]
+    for label, path in ROWS:
+        vals = [_get(results[n], path) for n in names]
+        if all(v is None for v in vals):
+            continue
+        row = f"{label:28}" + "".join(f"{v:>10.3f}" if isinstance(v, float) and v < 1 else
+                                      f"{v:>10.1f}" if isinstance(v, (int, float)) else f"{'-':>10}"
+                                      for v in vals)
+        if {"ours", "kafka"} <= set(names):
+            o, k = _get(results["ours"], path), _get(results["kafka"], path)
+            row += f"  {o / k:10.2f}" if o is not None and k else ""
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", choices=["ours", "kafka", "both"], default="both")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 50 txns, 16 MB, 1 run")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--txns", type=int, default=1000)
+    ap.add_argument("--mb", type=float, default=256)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--phases", default="txn,idem")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.runs, args.txns, args.mb = 1, 50, 16
+    args.phases = set(args.phases.split(","))
+    targets = []
+    if args.target in ("ours", "both"):
+        targets.append(pb.OursTarget(sys.executable, [], 120, False))
+    if args.target in ("kafka", "both"):
+        targets.append(pb.KafkaTarget("-Xmx1G -Xms1G", 120, False))
+    results, failed = {}, False
+    for t in targets:
+        try:
+            results[t.name] = bench(t, args)
+        except Exception as exc:  # report and carry on with the other target
+            pb.log(f"{t.name}: FAILED: {exc}")
+            results[t.name] = {"target": t.name, "error": str(exc)}
+            failed = True
+    print(render(results))
+    path = Path(args.json) if args.json else pb.REPO / "bench/results" / f"txn_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1))
+    pb.log(f"wrote {path}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -314,6 +314,11 @@ def produce_run(bootstrap: str, topic: str, n: int, size: int, acks: str, linger
     })
     # warm up: metadata + connections, not measured
     p.list_topics(topic=topic, timeout=30)
+    if idempotence:
+        # The producer id is acquired on the first send (librdkafka may wait up to ~1 s for
+        # a usable connection first): a start-up cost, not a throughput one.
+        p.produce(topic, b"", (0).to_bytes(8, "big"))
+        p.flush(30)
     payload = os.urandom(size)
     produce, poll, now = p.produce, p.poll, time.perf_counter_ns
 

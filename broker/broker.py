@@ -46,6 +46,7 @@ class Broker:
         self.replica_manager = ReplicaManager(self)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
+        self.txn_coordinator = None
         self.server: asyncio.AbstractServer | None = None
         self.metrics_server: asyncio.AbstractServer | None = None
         self.tasks: list[asyncio.Task] = []
@@ -72,6 +73,12 @@ class Broker:
         from coordinator.group.coordinator import GroupCoordinator
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
+        from coordinator.transaction.coordinator import TransactionCoordinator
+
+        from .txn_services import BrokerTxnServices
+        self.txn_services = BrokerTxnServices(self)
+        self.txn_coordinator = TransactionCoordinator(self.txn_services)
+        await self.txn_coordinator.start()
         bind_host, bind_port = self.config.listener()
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: KafkaConnection(self), bind_host or None,
@@ -146,6 +153,9 @@ class Broker:
             self.metrics_server.close()
         for conn in list(self.connections):
             conn.close()
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
+            self.txn_services.client.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         await asyncio.to_thread(self.log_manager.close)

@@ -135,6 +135,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("share.coordinator.state.topic.min.isr", int, 2, ignored=True),
     _k("unclean.leader.election.enable", _bool, False, ignored=True),
     _k("metrics.listener", str, "127.0.0.1:9404"),
+    # Test-only fault points (comma list), e.g. txn.markers.pause holds transaction markers.
+    _k("test.fault.points", str, ""),
     _k("log.format", str, "console", *one_of("console", "json")),
 ]}
 

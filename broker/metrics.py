@@ -40,6 +40,9 @@ class Metrics:
         self.closed_bad_input = Counter("kbroker_connections_closed_invalid_request",
                                         "Connections closed for an unreadable or unsupported request",
                                         ["reason"], registry=r)
+        self.txn_events = Counter("kbroker_transaction_coordinator_events",
+                                  "Fences, forced aborts, id expiries and producer-id rotations, by reason",
+                                  ["event", "reason"], registry=r)
         self.log_truncations = Counter("kafka_log_recovery_truncated_bytes",
                                        "Bytes cut from torn or corrupt log tails at start-up", registry=r)
 

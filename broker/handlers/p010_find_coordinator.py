@@ -3,7 +3,8 @@
 Behavior:
 - key_type 0 (group): this broker, after creating ``__consumer_offsets`` (compacted,
   ``offsets.topic.num.partitions`` partitions) on first use, as Kafka does.
-- key_type 1 (transaction): COORDINATOR_NOT_AVAILABLE until the transaction coordinator lands.
+- key_type 1 (transaction): this broker, after creating ``__transaction_state`` on first use;
+  COORDINATOR_LOAD_IN_PROGRESS while its partition is being loaded.
 - Any other key type: INVALID_REQUEST.
 
 Version notes:
@@ -23,7 +24,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type == GROUP:
         code = broker.group_coordinator.coordinator_error(key)
     elif key_type == TRANSACTION:
-        code = ErrorCode.coordinator_not_available
+        code = broker.txn_coordinator.coordinator_error(key)
     else:
         code = ErrorCode.invalid_request
     if code:

@@ -1,0 +1,26 @@
+"""EndTxn: v0-4
+
+Behavior:
+- Commit or abort: PrepareCommit/PrepareAbort is written to ``__transaction_state`` and
+  answered; the markers follow asynchronously, then CompleteCommit/CompleteAbort.
+- A retried EndTxn for a completed transaction with the same outcome succeeds; while the
+  markers are in flight, CONCURRENT_TRANSACTIONS; the other outcome, or Empty,
+  INVALID_TXN_STATE; a stale epoch PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2).
+
+Version notes:
+- v2 PRODUCER_FENCED; v3 flexible; v5 (TV2) is not advertised.
+"""
+
+from protocol.api import register
+from protocol.errors import ErrorCode
+
+from ..server import RequestContext
+
+
+@register(26, 0, 4)
+async def handle_end_txn(ctx: RequestContext, request) -> dict:
+    code = await ctx.broker.txn_coordinator.end_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
+    if code == ErrorCode.producer_fenced and ctx.api_version < 2:
+        code = ErrorCode.invalid_producer_epoch
+    return {"throttle_time": 0, "error_code": code}

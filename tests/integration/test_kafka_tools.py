@@ -371,9 +371,6 @@ def test_configs_alter_then_describe(bootstrap, topic):
 
 
 # --------------------------------------------------------------------------- kafka-transactions
-@pytest.mark.xfail(not os.environ.get("KBROKER_TEST_BOOTSTRAP"), strict=True, raises=Exception,
-                   reason="needs the transaction coordinator (FindCoordinator key_type 1, "
-                          "ListTransactions, DescribeTransactions), not implemented yet")
 def test_transactions_list_and_describe(bootstrap, topic):
     ck = pytest.importorskip("confluent_kafka")
     create_topic(bootstrap, topic, 1)

@@ -36,6 +36,7 @@ log = structlog.get_logger("coordinator.transaction")
 
 TXN_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS = 27
+MARKER_WAIT_S = 0.05
 RETRY_MARKER_ERRORS = {
     ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
     ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
@@ -204,6 +205,7 @@ class TransactionCoordinator:
         if meta is None:
             meta = self.txns[transactional_id] = TransactionMetadata(
                 transactional_id, self.s.generate_producer_id(), txn_timeout_ms=timeout_ms)
+        await self._await_markers(meta)
         if meta.pending_state is not None:
             return ErrorCode.concurrent_transactions, -1, -1
         if expected_pid >= 0 and not self._is_valid_expected(meta, expected_pid, expected_epoch):
@@ -288,6 +290,7 @@ class TransactionCoordinator:
         if error:
             return error
         meta = self.txns.get(transactional_id)
+        await self._await_markers(meta)
         error = self._check_producer(meta, pid, epoch)
         if error:
             return error
@@ -297,6 +300,16 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping
         transit = meta.prepare_add_partitions(partitions, now_ms())
         return await self._append(meta, transit)
+
+    async def _await_markers(self, meta: TransactionMetadata | None) -> None:
+        """A producer that starts its next transaction while the last one's markers are still
+        being written would get CONCURRENT_TRANSACTIONS and back off; the markers usually
+        land within a millisecond, so wait briefly for them first."""
+        if meta is None:
+            return
+        task = self.marker_tasks.get(meta.transactional_id)
+        if task is not None and not task.done() and not self.paused_markers:
+            await asyncio.wait({task}, timeout=MARKER_WAIT_S)
 
     def offsets_partition(self, group_id: str) -> tuple[str, int]:
         n = self.s.topic_partitions("__consumer_offsets") or self.s.config("offsets.topic.num.partitions")

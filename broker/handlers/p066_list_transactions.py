@@ -3,7 +3,8 @@
 Behavior:
 - Every transactional id this broker coordinates (not Dead), filtered by state names and
   producer ids; unknown state names come back in ``unknown_state_filters`` (KIP-664).
-- v1 duration filter: only transactions ongoing for at least that many milliseconds.
+- v1 duration filter: only transactions that started more than that many milliseconds ago
+  (applied to every state, as Kafka does).
 
 Version notes:
 - v0 flexible; v1 duration_filter (KIP-994); v2 (TV2 filter) is not advertised.

@@ -496,8 +496,8 @@ class TransactionCoordinator:
                 continue
             if producer_ids and meta.producer_id not in producer_ids:
                 continue
-            if min_duration_ms >= 0 and (meta.state is not TxnState.ONGOING
-                                         or now - meta.txn_start_timestamp < min_duration_ms):
+            # As Kafka: on every state (an Empty id's start time is -1, so it always passes).
+            if min_duration_ms >= 0 and now - meta.txn_start_timestamp <= min_duration_ms:
                 continue
             out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
                         "transaction_state": meta.state.state_name})

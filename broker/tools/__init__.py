@@ -1,0 +1,1 @@
+"""Command-line tools of kbroker (Kafka-compatible, no Java needed)."""

@@ -1,8 +1,13 @@
-"""A small asyncio Kafka client for broker-to-broker requests (transaction markers).
+"""A small asyncio Kafka client for broker-to-broker requests (transaction markers, later
+verification and controller calls).
 
-One connection per destination, requests sent one at a time per connection and answered in
-order; a broken connection is dropped and re-opened by the next request. Requests are kio
-entities built from dicts; responses come back as kio entities.
+One connection per destination node. Requests are pipelined: each is written as soon as it
+is sent (correlation ids in order) and the responses, which a Kafka broker returns in request
+order on a connection, are matched to the oldest request in flight. When a connection breaks
+or a request times out, every request in flight on it fails with ConnectionError /
+TimeoutError and the connection is dropped; the next request reconnects (resolving the node
+id to an address again). Requests are kio entities or dicts of their fields; responses come
+back as kio entities.
 """
 
 from __future__ import annotations
@@ -10,74 +15,149 @@ from __future__ import annotations
 import asyncio
 import io
 import struct
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
+import structlog
 from kio.serial import entity_reader, entity_writer
 
 from protocol.api import request_class, request_header_version, response_class, response_header_version
 from protocol.codec import build
 
+log = structlog.get_logger("broker.network_client")
+
 _SIZE = struct.Struct(">i")
+_REQUEST_HEAD = struct.Struct(">hhih")
+
+
+class _InFlight:
+    __slots__ = ("correlation_id", "api_key", "version", "future")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int, future: asyncio.Future) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.future = future
 
 
 class _Connection:
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(self, node_id: int, client_id: str) -> None:
+        self.node_id = node_id
+        self.client_id = client_id.encode()
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
-        self.lock = asyncio.Lock()
+        self.reader_task: asyncio.Task | None = None
+        self.in_flight: deque[_InFlight] = deque()
         self.correlation_id = 0
+        self.connect_lock = asyncio.Lock()
 
-    async def request(self, client_id: str, api_key: int, version: int, body: Any, timeout: float) -> Any:
-        async with self.lock:
-            try:
-                if self.writer is None:
-                    self.reader, self.writer = await asyncio.wait_for(
-                        asyncio.open_connection(self.host, self.port), timeout)
-                return await asyncio.wait_for(self._roundtrip(client_id, api_key, version, body), timeout)
-            except BaseException:
-                self.close()
-                raise
+    async def ensure_connected(self, address: tuple[str, int], timeout: float) -> None:
+        async with self.connect_lock:
+            if self.writer is not None:
+                return
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
+            self.reader, self.writer = reader, writer
+            self.reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader, writer))
 
-    async def _roundtrip(self, client_id: str, api_key: int, version: int, body: Any) -> Any:
-        self.correlation_id += 1
+    def send(self, api_key: int, version: int, body: Any) -> asyncio.Future:
+        """Write the request now (no await between numbering and writing keeps the order)."""
         cls = request_class(api_key, version)
         entity = body if isinstance(body, cls) else build(cls, body)
         out = io.BytesIO()
         entity_writer(cls)(out, entity)
-        cid = client_id.encode()
-        header = struct.pack(">hhih", api_key, version, self.correlation_id, len(cid)) + cid
+        self.correlation_id = (self.correlation_id + 1) & 0x7FFFFFFF
+        header = _REQUEST_HEAD.pack(api_key, version, self.correlation_id, len(self.client_id)) + self.client_id
         if request_header_version(api_key, version) >= 2:
             header += b"\x00"
         payload = header + out.getvalue()
+        fut = asyncio.get_running_loop().create_future()
+        self.in_flight.append(_InFlight(self.correlation_id, api_key, version, fut))
         self.writer.write(_SIZE.pack(len(payload)) + payload)
-        await self.writer.drain()
-        (size,) = _SIZE.unpack(await self.reader.readexactly(4))
-        frame = await self.reader.readexactly(size)
-        (correlation_id,) = struct.unpack_from(">i", frame, 0)
-        if correlation_id != self.correlation_id:
-            raise ConnectionError(f"correlation id {correlation_id} != {self.correlation_id}")
-        pos = 4 + (1 if response_header_version(api_key, version) >= 1 else 0)
-        response, _ = entity_reader(response_class(api_key, version))(frame, pos)
-        return response
+        return fut
 
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
+    async def _read_loop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        error: BaseException = ConnectionError(f"connection to node {self.node_id} closed")
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                if not self.in_flight:
+                    raise ConnectionError(f"unexpected response from node {self.node_id}")
+                request = self.in_flight.popleft()
+                (correlation_id,) = struct.unpack_from(">i", frame, 0)
+                if correlation_id != request.correlation_id:
+                    raise ConnectionError(f"correlation id {correlation_id} from node {self.node_id}, "
+                                          f"expected {request.correlation_id}")
+                pos = 4 + (1 if response_header_version(request.api_key, request.version) >= 1 else 0)
+                try:
+                    response, _ = entity_reader(response_class(request.api_key, request.version))(frame, pos)
+                except Exception as exc:
+                    if not request.future.done():
+                        request.future.set_exception(ConnectionError(f"unreadable response: {exc!r}"))
+                    continue
+                if not request.future.done():
+                    request.future.set_result(response)
+        except asyncio.CancelledError:
+            raise
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, struct.error) as exc:
+            error = ConnectionError(f"connection to node {self.node_id}: {exc!r}")
+        finally:
+            if self.writer is writer:
+                self.close(error)
+
+    def close(self, error: BaseException | None = None) -> None:
+        writer, self.writer, self.reader = self.writer, None, None
+        task, self.reader_task = self.reader_task, None
+        if writer is not None:
+            writer.close()
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        in_flight, self.in_flight = self.in_flight, deque()
+        for request in in_flight:
+            if not request.future.done():
+                request.future.set_exception(error or ConnectionError(f"connection to node {self.node_id} closed"))
 
 
 class NetworkClient:
-    def __init__(self, client_id: str, timeout: float = 30.0) -> None:
-        self.client_id = client_id
-        self.timeout = timeout
-        self.connections: dict[tuple[str, int], _Connection] = {}
+    """``send_request(node_id, api_key, api_version, request) -> response``."""
 
-    async def send(self, host: str, port: int, api_key: int, version: int, body: Any) -> Any:
-        conn = self.connections.get((host, port))
+    def __init__(self, client_id: str, resolve: Callable[[int], tuple[str, int] | None],
+                 timeout: float = 30.0) -> None:
+        self.client_id = client_id
+        self.resolve = resolve
+        self.timeout = timeout
+        self.connections: dict[int, _Connection] = {}
+
+    async def send_request(self, node_id: int, api_key: int, api_version: int, request: Any,
+                           timeout: float | None = None) -> Any:
+        timeout = self.timeout if timeout is None else timeout
+        conn = self.connections.get(node_id)
         if conn is None:
-            conn = self.connections[(host, port)] = _Connection(host, port)
-        return await conn.request(self.client_id, api_key, version, body, self.timeout)
+            conn = self.connections[node_id] = _Connection(node_id, self.client_id)
+        if conn.writer is None:
+            address = self.resolve(node_id)
+            if address is None:
+                raise ConnectionError(f"no address known for node {node_id}")
+            try:
+                await conn.ensure_connected(address, timeout)
+            except (OSError, TimeoutError) as exc:
+                raise ConnectionError(f"cannot connect to node {node_id} at {address}: {exc!r}") from exc
+        if conn.writer is None:
+            raise ConnectionError(f"connection to node {node_id} closed")
+        fut = conn.send(api_key, api_version, request)
+        writer = conn.writer
+        try:
+            await writer.drain()
+        except (OSError, ConnectionError) as exc:
+            conn.close(ConnectionError(f"connection to node {node_id}: {exc!r}"))
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            # Responses come in order: a lost one means the connection is unusable.
+            log.warning("inter_broker_request_timed_out", node_id=node_id, api_key=api_key, seconds=timeout)
+            conn.close(TimeoutError(f"request to node {node_id} timed out"))
+            raise
 
     def close(self) -> None:
         for conn in self.connections.values():

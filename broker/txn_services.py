@@ -1,62 +1,101 @@
-"""The capabilities the transaction coordinator gets from this broker (its TxnServices)."""
+"""The capabilities the transaction coordinator gets from this broker
+(:class:`coordinator.transaction.services.TxnServices`)."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from protocol.errors import KafkaError
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
 
 from .network_client import NetworkClient
 
 if TYPE_CHECKING:
     from .broker import Broker
 
+log = structlog.get_logger("broker.txn_services")
+
 
 class BrokerTxnServices:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.node_id = broker.node_id
-        self.client = NetworkClient(f"txn-coordinator-{broker.node_id}")
+        self.client = NetworkClient(f"txn-coordinator-{broker.node_id}", self.endpoint)
+
+    # --- config, clock, metrics -------------------------------------------------------------------
 
     def config(self, key: str) -> Any:
-        return self.broker.config[key]
+        return self.broker.config.get(key)
 
-    def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
-        self.broker.replica_manager.ensure_internal_topic(name, partitions, configs)
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
 
-    def topic_partitions(self, name: str) -> int | None:
-        topic = self.broker.metadata.topics.get(name)
-        return len(topic.partitions) if topic else None
+    def count(self, event: str, reason: str) -> None:
+        self.broker.metrics.txn_events.labels(event, reason).inc()
 
-    def append(self, topic: str, partition: int, records: bytes) -> int:
-        return self.broker.replica_manager.append(topic, partition, records, client=False).base_offset
+    # --- metadata ---------------------------------------------------------------------------------
 
-    async def flush(self, topic: str, partition: int) -> None:
-        rm = self.broker.replica_manager
-        if rm.needs_flush(topic, partition):
-            await rm.flush([rm.get(topic, partition).log])
+    def partition_count(self, topic: str) -> int | None:
+        state = self.broker.metadata.topics.get(topic)
+        return None if state is None else len(state.partitions)
 
-    def partition_batches(self, topic: str, partition: int):
-        plog = self.broker.replica_manager.get(topic, partition).log
-        for seg, pos, header in plog.batches(plog.log_start_offset, plog.high_watermark):
-            yield seg.read_batch(pos, header)
-
-    def leader_epoch(self, topic: str, partition: int) -> int:
-        return self.broker.replica_manager.get(topic, partition).leader_epoch
-
-    def leader_of(self, topic: str, partition: int) -> tuple[int, str, int] | None:
-        try:
-            self.broker.replica_manager.get(topic, partition)
-        except KafkaError:
+    def leader(self, topic: str, partition: int) -> tuple[int, int] | None:
+        state = self.broker.metadata.topics.get(topic)
+        if state is None or not 0 <= partition < len(state.partitions):
             return None
+        p = state.partitions[partition]
+        return p.leader, p.leader_epoch
+
+    def alive_broker_count(self) -> int:
+        brokers = getattr(self.broker.metadata, "brokers", None)  # the cluster backend's registrations
+        return len(brokers) if brokers else 1
+
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """Where to reach a broker: this one, or (later) a registered peer."""
         b = self.broker
-        return b.node_id, b.host, b.port
+        if node_id == b.node_id:
+            return b.host, b.port
+        brokers = getattr(b.metadata, "brokers", None)  # the cluster backend's registrations
+        if brokers and node_id in brokers:
+            entry = brokers[node_id]
+            return entry.host, entry.port
+        return None
 
     def generate_producer_id(self) -> int:
         return self.broker.producer_ids.generate_producer_id()
 
-    async def send_request(self, host: str, port: int, api_key: int, api_version: int, body: dict) -> Any:
-        return await self.client.send(host, port, api_key, api_version, body)
+    # --- the log ----------------------------------------------------------------------------------
 
-    def count(self, event: str, reason: str) -> None:
-        self.broker.metrics.txn_events.labels(event, reason).inc()
+    def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
+        self.broker.replica_manager.ensure_internal_topic(name, partitions, configs)
+
+    async def append(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> int:
+        """Append as the leader; durable once flushed where the flush policy asks for it (one
+        replica: the ISR is this broker)."""
+        rm = self.broker.replica_manager
+        try:
+            rm.append(topic, partition, records, client=False)
+            if rm.needs_flush(topic, partition):
+                await rm.flush([rm.get(topic, partition).log])
+        except KafkaError as exc:
+            return exc.code
+        except Exception:
+            log.exception("internal_append_failed", topic=topic, partition=partition)
+            return ErrorCode.kafka_storage_error
+        return 0
+
+    def read_batches(self, topic: str, partition: int) -> Iterator[bytes]:
+        plog = self.broker.replica_manager.get(topic, partition).log
+        for seg, pos, header in plog.batches(plog.log_start_offset, plog.log_end_offset):
+            yield seg.read_batch(pos, header)
+
+    # --- inter-broker -------------------------------------------------------------------------------
+
+    async def send_request(self, node_id: int, api_key: int, api_version: int, request: Any) -> Any:
+        return await self.client.send_request(node_id, api_key, api_version, request)
+
+    def close(self) -> None:
+        self.client.close()

@@ -3,8 +3,11 @@
 Behavior:
 - key_type 0 (group): this broker, after creating ``__consumer_offsets`` (compacted,
   ``offsets.topic.num.partitions`` partitions) on first use, as Kafka does.
-- key_type 1 (transaction): this broker, after creating ``__transaction_state`` on first use;
-  COORDINATOR_LOAD_IN_PROGRESS while its partition is being loaded.
+- key_type 1 (transaction): the leader of the id's ``__transaction_state`` partition, after
+  creating the topic on first use; COORDINATOR_NOT_AVAILABLE if that partition has no
+  reachable leader. As in Kafka, the answer does not wait for the partition to be loaded
+  (InitProducerId and the others answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), and an
+  empty transactional id is an ordinary key.
 - Any other key type: INVALID_REQUEST.
 
 Version notes:
@@ -21,17 +24,24 @@ GROUP, TRANSACTION = 0, 1
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.broker
+    node_id, host, port = broker.node_id, broker.host, broker.port
     if key_type == GROUP:
         code = broker.group_coordinator.coordinator_error(key)
     elif key_type == TRANSACTION:
-        code = broker.txn_coordinator.coordinator_error(key)
+        code, node_id = broker.txn_coordinator.coordinator_node(key)
+        if not code:
+            endpoint = broker.txn_services.endpoint(node_id)
+            if endpoint is None:
+                code = ErrorCode.coordinator_not_available
+            else:
+                host, port = endpoint
     else:
         code = ErrorCode.invalid_request
     if code:
         return {"key": key, "error_code": code, "error_message": ErrorCode(code).name,
                 "node_id": -1, "host": "", "port": -1}
-    return {"key": key, "error_code": 0, "error_message": None, "node_id": broker.node_id,
-            "host": broker.host, "port": broker.port}
+    return {"key": key, "error_code": 0, "error_message": None, "node_id": node_id,
+            "host": host, "port": port}
 
 
 @register(10, 0, 5)

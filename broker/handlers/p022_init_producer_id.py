@@ -1,18 +1,22 @@
 """InitProducerId: v0-5
 
 Behavior:
+- producer_id/producer_epoch (v3+): both -1, or both set (KIP-360: the producer's current id
+  and epoch, for an epoch bump after an error); exactly one of them -1 is INVALID_REQUEST.
 - Without a transactional id (idempotent producers): a fresh producer id from the
-  controller's blocks of 1000, epoch 0. Like Kafka, a supplied producer id/epoch (KIP-360)
-  is not reused for an idempotent producer: it simply gets a new id.
-- With a transactional id: the transaction coordinator bumps the epoch (or hands out a new
-  producer id when the epoch is exhausted), fences an ongoing transaction of an older
-  incarnation (aborting it at epoch + 1, CONCURRENT_TRANSACTIONS until that is done), and
-  refuses a timeout above ``transaction.max.timeout.ms`` (INVALID_TRANSACTION_TIMEOUT).
+  controller's blocks of 1000, epoch 0. Like Kafka, a supplied producer id/epoch is not
+  reused for an idempotent producer: it simply gets a new id.
+- With a transactional id (the transaction coordinator): "" is INVALID_REQUEST; a timeout
+  outside (0, ``transaction.max.timeout.ms``] INVALID_TRANSACTION_TIMEOUT; otherwise the
+  next epoch (a new producer id when the epochs are exhausted). An ongoing transaction of an
+  older incarnation is fenced: aborted at epoch + 1, CONCURRENT_TRANSACTIONS until that is
+  done (the client retries and gets epoch + 2). A stale KIP-360 id/epoch is PRODUCER_FENCED;
+  COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR as the coordinator's state says.
 - PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH before v4.
 
 Version notes:
 - v2 flexible; v3 producer id/epoch for epoch bumps (KIP-360); v4 PRODUCER_FENCED may replace
-  INVALID_PRODUCER_EPOCH; v5 same as v4 with TV2 semantics on the coordinator.
+  INVALID_PRODUCER_EPOCH; v5 (TRANSACTION_ABORTABLE for clients) answered as v4.
 """
 
 from protocol.api import register
@@ -23,12 +27,16 @@ from ..server import RequestContext
 
 @register(22, 0, 5)
 async def handle_init_producer_id(ctx: RequestContext, request) -> dict:
-    if request.transactional_id is not None:
-        error, pid, epoch = await ctx.broker.txn_coordinator.init_producer_id(
-            request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000),
-            getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1))
-        if error == ErrorCode.producer_fenced and ctx.api_version < 4:
-            error = ErrorCode.invalid_producer_epoch
-        return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
-    pid = ctx.broker.producer_ids.generate_producer_id()
-    return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+    pid, epoch = getattr(request, "producer_id", -1), getattr(request, "producer_epoch", -1)
+    if (pid == -1) != (epoch == -1):
+        return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "producer_id": -1,
+                "producer_epoch": -1}
+    expected = None if pid == -1 else (pid, epoch)
+    if request.transactional_id is None:
+        pid = ctx.broker.producer_ids.generate_producer_id()
+        return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+    error, pid, epoch = await ctx.broker.txn_coordinator.init_producer_id(
+        request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000), expected)
+    if error == ErrorCode.producer_fenced and ctx.api_version < 4:
+        error = ErrorCode.invalid_producer_epoch
+    return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}

@@ -1,17 +1,21 @@
-"""AddPartitionsToTxn: v0-3 (from clients)
+"""AddPartitionsToTxn: v0-5
 
 Behavior:
-- Adds the partitions to the producer's transaction (Ongoing), written to
-  ``__transaction_state`` before the answer; partitions already in an ongoing transaction
-  are answered without a write.
-- Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION and the others
-  OPERATION_NOT_ATTEMPTED; otherwise every partition gets the coordinator's answer:
-  INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2),
-  CONCURRENT_TRANSACTIONS while a commit/abort is completing, NOT_COORDINATOR, ...
+- v0-3 (clients): adds the partitions to the producer's transaction (Ongoing), written to
+  ``__transaction_state`` before the answer; partitions already in an ongoing transaction are
+  answered without a write.
+- A partition missing from the cluster metadata gets UNKNOWN_TOPIC_OR_PARTITION and every
+  other partition OPERATION_NOT_ATTEMPTED (nothing is added); otherwise every partition gets
+  the coordinator's answer: INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED
+  (INVALID_PRODUCER_EPOCH before v2), CONCURRENT_TRANSACTIONS while the previous commit/abort
+  is completing, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...
+- v4-5 (broker to coordinator, KIP-890): a batch of transactions; ``verify_only`` ones are
+  checked, not changed: NONE for a partition in the ongoing transaction, TRANSACTION_ABORTABLE
+  for one that is not; the others are added as in v0-3.
 
 Version notes:
-- v2 PRODUCER_FENCED; v3 flexible; v4-5 (batched, verify-only, broker to broker) are not
-  needed on one broker: verification is a local call from the Produce path.
+- v2 PRODUCER_FENCED; v3 flexible; v4 batched by transaction with verify_only and a
+  top-level error code; v5 may answer TRANSACTION_ABORTABLE (so does v4 in Kafka 4.x).
 """
 
 from protocol.api import register
@@ -20,23 +24,53 @@ from protocol.errors import ErrorCode
 from ..server import RequestContext
 
 
-@register(24, 0, 3)
-async def handle_add_partitions_to_txn(ctx: RequestContext, request) -> dict:
+def _unknown_partitions(broker, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:
+    unknown = set()
+    for topic, p in partitions:
+        state = broker.metadata.topics.get(topic)
+        if state is None or not 0 <= p < len(state.partitions):
+            unknown.add((topic, p))
+    return unknown
+
+
+async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: dict[str, list[int]],
+               verify_only: bool) -> dict[tuple[str, int], int]:
     broker = ctx.broker
-    topics = {t.name: list(t.partitions) for t in request.v3_and_below_topics}
     partitions = {(t, p) for t, ps in topics.items() for p in ps}
-    unknown = {tp for tp in partitions if tp not in broker.replica_manager.partitions}
+    unknown = _unknown_partitions(broker, partitions)
     if unknown:
-        errors = {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
-                  for tp in partitions}
-    else:
-        code = await broker.txn_coordinator.add_partitions(
-            request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-            request.v3_and_below_producer_epoch, partitions)
-        if code == ErrorCode.producer_fenced and ctx.api_version < 2:
-            code = ErrorCode.invalid_producer_epoch
-        errors = {tp: code for tp in partitions}
-    return {"throttle_time": 0, "results_by_topic_v3_and_below": [
-        {"name": t, "results_by_partition": [{"partition_index": p, "partition_error_code": errors[(t, p)]}
-                                             for p in ps]}
-        for t, ps in topics.items()]}
+        return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+                for tp in partitions}
+    coordinator = broker.txn_coordinator
+    if verify_only:
+        return await coordinator.verify_partitions(txn_id, pid, epoch, sorted(partitions))
+    code = await coordinator.add_partitions(txn_id, pid, epoch, partitions)
+    if code == ErrorCode.producer_fenced and ctx.api_version < 2:
+        code = ErrorCode.invalid_producer_epoch
+    return {tp: code for tp in partitions}
+
+
+def _topic_results(topics: dict[str, list[int]], errors: dict[tuple[str, int], int]) -> list[dict]:
+    return [{"name": t, "results_by_partition": [{"partition_index": p, "partition_error_code": errors[(t, p)]}
+                                                 for p in dict.fromkeys(ps)]}
+            for t, ps in topics.items()]
+
+
+@register(24, 0, 5)
+async def handle_add_partitions_to_txn(ctx: RequestContext, request) -> dict:
+    if ctx.api_version < 4:
+        topics: dict[str, list[int]] = {}
+        for t in request.v3_and_below_topics:
+            topics.setdefault(t.name, []).extend(t.partitions)
+        errors = await _add(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                            request.v3_and_below_producer_epoch, topics, verify_only=False)
+        return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(topics, errors)}
+    results = []
+    for txn in request.transactions:
+        topics = {}
+        for t in txn.topics:
+            topics.setdefault(t.name, []).extend(t.partitions)
+        errors = await _add(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, topics,
+                            verify_only=txn.verify_only)
+        results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(topics, errors)})
+    return {"throttle_time": 0, "error_code": 0, "results_by_transaction": results}

@@ -1,16 +1,18 @@
 """AddOffsetsToTxn: v0-4
 
 Behavior:
-- Adds the group's ``__consumer_offsets`` partition to the producer's transaction, the first
-  step of ``sendOffsetsToTransaction``; the same errors as AddPartitionsToTxn.
+- Adds the group's ``__consumer_offsets`` partition (``Utils.abs(groupId.hashCode) %``
+  partitions, created on first use) to the producer's transaction, the first step of
+  ``sendOffsetsToTransaction``; the same errors as AddPartitionsToTxn.
 
 Version notes:
 - v2 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before); v3 flexible; v4 TV2 semantics on the
   client side only.
 """
 
+from coordinator.group.metadata import OFFSETS_TOPIC
 from protocol.api import register
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from ..server import RequestContext
 
@@ -18,11 +20,12 @@ from ..server import RequestContext
 @register(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
-    if broker.group_coordinator.coordinator_error(request.group_id) == ErrorCode.invalid_group_id:
-        return {"throttle_time": 0, "error_code": ErrorCode.invalid_group_id}
-    tp = broker.txn_coordinator.offsets_partition(request.group_id)
+    try:
+        partition = broker.group_coordinator.partition_for(request.group_id)
+    except KafkaError:
+        return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
     code = await broker.txn_coordinator.add_partitions(
-        request.transactional_id, request.producer_id, request.producer_epoch, {tp})
+        request.transactional_id, request.producer_id, request.producer_epoch, {(OFFSETS_TOPIC, partition)})
     if code == ErrorCode.producer_fenced and ctx.api_version < 2:
         code = ErrorCode.invalid_producer_epoch
     return {"throttle_time": 0, "error_code": code}

@@ -2,10 +2,11 @@
 
 Behavior:
 - Commit or abort: PrepareCommit/PrepareAbort is written to ``__transaction_state`` and
-  answered; the markers follow asynchronously, then CompleteCommit/CompleteAbort.
+  answered once durable; the markers follow asynchronously, then CompleteCommit/CompleteAbort.
 - A retried EndTxn for a completed transaction with the same outcome succeeds; while the
-  markers are in flight, CONCURRENT_TRANSACTIONS; the other outcome, or Empty,
-  INVALID_TXN_STATE; a stale epoch PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2).
+  markers are in flight, CONCURRENT_TRANSACTIONS; the other outcome of a completed
+  transaction, or no transaction (Empty), INVALID_TXN_STATE; an unknown id or producer id
+  INVALID_PRODUCER_ID_MAPPING; a stale epoch PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2).
 
 Version notes:
 - v2 PRODUCER_FENCED; v3 flexible; v5 (TV2) is not advertised.

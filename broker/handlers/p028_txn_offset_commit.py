@@ -5,34 +5,66 @@ Behavior:
   transactional batch and held pending by the group coordinator until the transaction's
   marker lands (COMMIT makes them visible, ABORT drops them); OffsetFetch with require_stable
   answers UNSTABLE_OFFSET_COMMIT meanwhile.
+- KIP-890 verification first (``transaction.partition.verification.enable``, when this
+  broker coordinates the transactional id): the group's ``__consumer_offsets`` partition must
+  be in the producer's transaction (AddOffsetsToTxn), else INVALID_TXN_STATE; a stale
+  producer epoch is INVALID_PRODUCER_EPOCH.
 - KIP-447 fencing (v3+): a stale generation gets ILLEGAL_GENERATION, an unknown member
-  UNKNOWN_MEMBER_ID, a stale producer epoch INVALID_PRODUCER_EPOCH.
+  UNKNOWN_MEMBER_ID.
 
 Version notes:
 - v2 committed leader epoch; v3 generation, member id, group instance id (KIP-447); v3+
   flexible; before v2 COORDINATOR_LOAD_IN_PROGRESS is answered as COORDINATOR_NOT_AVAILABLE.
 """
 
+from coordinator.group.metadata import OFFSETS_TOPIC
 from coordinator.group.state import OffsetAndMetadata
 from protocol.api import register
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from ..server import RequestContext
 
 
+async def _verification_error(ctx: RequestContext, request) -> int:
+    """Kafka's verification of the offsets partition, errors as the produce path maps them."""
+    broker = ctx.broker
+    coordinator = broker.txn_coordinator
+    if not broker.config["transaction.partition.verification.enable"] or not request.transactional_id \
+            or not coordinator.is_coordinator_for(request.transactional_id) \
+            or broker.group_coordinator.coordinator_error(request.group_id):
+        return 0  # (group errors first, as in Kafka: the group coordinator answers them)
+    try:
+        tp = (OFFSETS_TOPIC, broker.group_coordinator.partition_for(request.group_id))
+    except KafkaError:
+        return 0
+    code = (await coordinator.verify_partitions(request.transactional_id, request.producer_id,
+                                                request.producer_epoch, [tp]))[tp]
+    if code == ErrorCode.producer_fenced:
+        return ErrorCode.invalid_producer_epoch
+    if code == ErrorCode.transaction_abortable:  # TRANSACTION_ABORTABLE only from v5
+        return ErrorCode.invalid_txn_state
+    return 0  # anything else is decided by the group coordinator and the log
+
+
 @register(28, 0, 4)
 async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
-    offsets = {(t.name, p.partition_index): OffsetAndMetadata(
-        offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
-        metadata=p.committed_metadata or "")
-        for t in request.topics for p in t.partitions}
-    errors = await ctx.broker.group_coordinator.txn_offset_commit(
-        group_id=request.group_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
-        member_id=getattr(request, "member_id", ""), group_instance_id=getattr(request, "group_instance_id", None),
-        generation_id=getattr(request, "generation_id", -1), offsets=offsets)
+    error = await _verification_error(ctx, request)
+    if error:
+        errors: dict = {}
+        default = error
+    else:
+        offsets = {(t.name, p.partition_index): OffsetAndMetadata(
+            offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
+            metadata=p.committed_metadata or "")
+            for t in request.topics for p in t.partitions}
+        errors = await ctx.broker.group_coordinator.txn_offset_commit(
+            group_id=request.group_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
+            member_id=getattr(request, "member_id", ""), group_instance_id=getattr(request, "group_instance_id", None),
+            generation_id=getattr(request, "generation_id", -1), offsets=offsets)
+        default = 0
 
     def code(tp) -> int:
-        c = errors.get(tp, 0)
+        c = errors.get(tp, default)
         if c == ErrorCode.coordinator_load_in_progress and ctx.api_version < 2:
             return ErrorCode.coordinator_not_available
         return c

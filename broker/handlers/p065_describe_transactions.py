@@ -2,8 +2,11 @@
 
 Behavior:
 - For each transactional id this broker coordinates: its state name (Empty, Ongoing,
-  PrepareCommit, ...), timeout, start time, producer id and epoch, and partitions (KIP-664).
-- Unknown id: TRANSACTIONAL_ID_NOT_FOUND; not coordinated here: NOT_COORDINATOR.
+  PrepareCommit, ...), timeout, start time (-1 before the first transaction), producer id
+  and epoch, and partitions (KIP-664).
+- Unknown (or expiring) id: TRANSACTIONAL_ID_NOT_FOUND; "" INVALID_REQUEST; not coordinated
+  here: NOT_COORDINATOR; partition loading: COORDINATOR_LOAD_IN_PROGRESS. Errors carry zeros
+  in the other fields, as in Kafka.
 
 Version notes:
 - v0 only (flexible).

@@ -1,507 +1,580 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator + TransactionStateManager +
-TransactionMarkerChannelManager, for transaction version 1).
+"""The transaction coordinator (Kafka's ``TransactionCoordinator``, transaction version 1).
 
-Owns: the metadata of every transactional id whose ``__transaction_state`` partition this
-broker leads (loaded from the log at start, COORDINATOR_LOAD_IN_PROGRESS meanwhile); the RPC
-semantics of InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, KIP-890 partition
-verification, DescribeTransactions and ListTransactions; the marker channel, which sends
-WriteTxnMarkers to each partition's leader over the network (also when that is this broker)
-and retries until every partition has its marker, then writes CompleteCommit/CompleteAbort;
-aborting timed-out transactions (with an epoch bump that fences the stalled producer) and
-expiring idle transactional ids.
+Owns the request semantics of InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+KIP-890 partition verification, DescribeTransactions and ListTransactions for the
+transactional ids whose ``__transaction_state`` partition this broker leads; the periodic abort
+of timed-out transactions (with an epoch bump that fences the stalled producer) and the expiry
+of idle transactional ids. State lives in :mod:`.state_manager` (every transition is prepared,
+appended to ``__transaction_state``, and only then applied); outcomes reach the partitions
+through :mod:`.markers`. Checks come in Kafka's order with Kafka's error codes; method names
+follow Kafka's (``handleInitProducerId`` -> :meth:`init_producer_id`, ...).
 
-Every transition is prepared, appended to ``__transaction_state``, and only then applied.
+Cluster-ready: the coordinator is told which partitions it leads (:meth:`on_election` /
+:meth:`on_resignation`, at start for every partition led here), the coordinator epoch is the
+partition's leader epoch, FindCoordinator answers the partition's leader, and markers go to
+each partition's leader by node id.
 
-Differs from Kafka: one coordinator epoch per partition = that partition's leader epoch; a
-failed or fenced marker send is retried until the transaction completes (no separate queue
-for unknown leaders); transaction version 2 (KIP-890 part 2) is not offered.
+Differs from Kafka: a producer starting its next transaction while the last one's markers are
+still in flight waits up to ``MARKER_WAIT_S`` for them before being answered
+CONCURRENT_TRANSACTIONS (Kafka answers at once and the client backs off, typically 20-100 ms);
+transaction version 2 (KIP-890 part 2) is not offered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Protocol
+from dataclasses import dataclass
 
 import structlog
 
-from coordinator.group.metadata import partition_for
-from protocol import records as rb
 from protocol.errors import ErrorCode
 
-from . import log as txn_log
-from .state import MAX_PRODUCER_EPOCH, NO_PRODUCER_EPOCH, IllegalTransition, TransactionMetadata, TxnState
+from .markers import TransactionMarkerChannel
+from .services import TxnServices
+from .state import (
+    NO_PRODUCER_EPOCH,
+    IllegalTransition,
+    TransactionMetadata,
+    TxnState,
+    TxnTransitMetadata,
+    is_epoch_exhausted,
+)
+from .state_manager import TXN_TOPIC, CoordinatorEpochAndMetadata, TransactionStateManager
 
 log = structlog.get_logger("coordinator.transaction")
 
-TXN_TOPIC = "__transaction_state"
-WRITE_TXN_MARKERS = 27
 MARKER_WAIT_S = 0.05
-RETRY_MARKER_ERRORS = {
-    ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
-    ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
-    ErrorCode.request_timed_out, ErrorCode.kafka_storage_error,
-}
+RF_WARNING_INTERVAL_S = 10.0
+LOAD_PROGRESS_INTERVAL_S = 5.0
+
+# Reasons, as logged and as the ``reason`` label of the coordinator event counter.
+NEW_INCARNATION = "new incarnation"
+TIMED_OUT = "transaction timed out"
+EPOCH_EXHAUSTED = "epoch exhausted"
+EXPIRED_ID = "expired id"
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+@dataclass(slots=True)
+class _EndTxn:
+    """An EndTxn (or forced abort) whose Prepare* transition is prepared, not yet written."""
 
-
-class TxnServices(Protocol):
-    """What the coordinator needs from the broker, handed in at construction."""
-
-    node_id: int
-
-    def config(self, key: str) -> Any: ...
-    def ensure_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None: ...
-    def topic_partitions(self, name: str) -> int | None: ...
-    def append(self, topic: str, partition: int, records: bytes) -> int: ...
-    def partition_batches(self, topic: str, partition: int): ...
-    def leader_epoch(self, topic: str, partition: int) -> int: ...
-    def leader_of(self, topic: str, partition: int) -> tuple[int, str, int] | None: ...
-    def generate_producer_id(self) -> int: ...
-    async def send_request(self, host: str, port: int, api_key: int, api_version: int, body: dict) -> Any: ...
-    def count(self, metric: str, reason: str) -> None: ...
-    async def flush(self, topic: str, partition: int) -> None: ...
+    transactional_id: str
+    coordinator_epoch: int
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+    transit: TxnTransitMetadata
 
 
 class TransactionCoordinator:
     def __init__(self, services: TxnServices) -> None:
         self.s = services
-        self.txns: dict[str, TransactionMetadata] = {}
-        self.loading: set[int] = set()
-        self.owned: set[int] = set()
-        self.marker_tasks: dict[str, asyncio.Task] = {}
-        self.tasks: list[asyncio.Task] = []
-        self.paused_markers = "txn.markers.pause" in (self.s.config("test.fault.points") or "")
+        self.state = TransactionStateManager(services)
+        self.markers = TransactionMarkerChannel(services, self.state)
+        self.state.on_pending_completion = self.markers.add_markers_to_send
+        self.active = False
+        self.tasks: set[asyncio.Task] = set()
+        # Ids fenced by an abort we started: the incarnation's retry is not a second fence.
+        self._fenced_by_abort: dict[str, int] = {}
+        self._rf_warned_at = float("-inf")
 
-    # --- lifecycle and ownership ----------------------------------------------------------------
-
-    @property
-    def num_partitions(self) -> int:
-        return self.s.topic_partitions(TXN_TOPIC) or self.s.config("transaction.state.log.num.partitions")
-
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+    # --- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        n = self.s.topic_partitions(TXN_TOPIC)
+        """Load every ``__transaction_state`` partition led here, start the timers."""
+        self.active = True
+        n = self.s.partition_count(TXN_TOPIC)
         if n:
-            self.loading = set(range(n))
-            self.tasks.append(asyncio.get_running_loop().create_task(self._load_all(n)))
-        interval = self.s.config("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
-        self.tasks.append(asyncio.get_running_loop().create_task(self._every(interval, self.abort_timed_out)))
-        expire = self.s.config("transaction.remove.expired.transaction.cleanup.interval.ms") / 1000
-        self.tasks.append(asyncio.get_running_loop().create_task(self._every(expire, self.expire_ids)))
+            led = []
+            for p in range(n):
+                leader = self.s.leader(TXN_TOPIC, p)
+                if leader is not None and leader[0] == self.s.node_id:
+                    led.append((p, leader[1]))
+            log.info("txn_coordinator_load_started", topic=TXN_TOPIC, partitions=len(led))
+            for p, epoch in led:
+                self.on_election(p, epoch)
+            self._spawn(self._log_load_progress(len(led)))
+        self._spawn(self._every(self.s.config("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+                                self.abort_timed_out_transactions))
+        self._spawn(self._every(self.s.config("transaction.remove.expired.transaction.cleanup.interval.ms"),
+                                self.remove_expired_transactional_ids))
 
     async def stop(self) -> None:
-        for task in [*self.tasks, *self.marker_tasks.values()]:
+        self.active = False
+        tasks = list(self.tasks)
+        for task in tasks:
             task.cancel()
-
-    async def _every(self, seconds: float, fn) -> None:
-        while True:
-            await asyncio.sleep(seconds)
+        for task in tasks:
             try:
-                fn()
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        await self.markers.stop()
+        await self.state.stop()
+
+    def on_election(self, partition: int, coordinator_epoch: int) -> None:
+        """This broker now leads ``__transaction_state`` ``partition`` (Kafka's onElection)."""
+        log.debug("txn_coordinator_elected", partition=partition, coordinator_epoch=coordinator_epoch)
+        self.markers.remove_markers_for_partition(partition)
+        self.state.start_loading(partition, coordinator_epoch)
+
+    def on_resignation(self, partition: int, coordinator_epoch: int | None = None) -> None:
+        """Leadership of ``partition`` moved away (Kafka's onResignation)."""
+        log.info("txn_coordinator_resigned", partition=partition, coordinator_epoch=coordinator_epoch)
+        self.state.remove_transactions_for_partition(partition, coordinator_epoch)
+        self.markers.remove_markers_for_partition(partition)
+
+    async def _log_load_progress(self, total: int) -> None:
+        started = time.monotonic()
+        while self.state.loading:
+            await asyncio.sleep(min(LOAD_PROGRESS_INTERVAL_S, 0.05 * (1 + time.monotonic() - started)))
+            if self.state.loading and time.monotonic() - started >= LOAD_PROGRESS_INTERVAL_S:
+                log.info("txn_coordinator_load_progress", partitions_done=total - len(self.state.loading),
+                         partitions=total)
+        ids = sum(len(e.txns) for e in self.state.cache.values())
+        log.info("txn_coordinator_load_finished", topic=TXN_TOPIC, partitions=total, transactional_ids=ids,
+                 completing=len(self.markers.pending), seconds=round(time.monotonic() - started, 3))
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def _every(self, interval_ms: int, fn) -> None:
+        while True:
+            await asyncio.sleep(max(interval_ms, 10) / 1000)
+            try:
+                result = fn()
+                if asyncio.iscoroutine(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
             except Exception:
                 log.exception("txn_background_task_failed", task=fn.__name__)
 
-    def _ensure_topic(self) -> None:
-        if self.s.topic_partitions(TXN_TOPIC) is None:
-            n = self.s.config("transaction.state.log.num.partitions")
-            self.s.ensure_topic(TXN_TOPIC, n, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.s.config("transaction.state.log.segment.bytes")),
-                "min.insync.replicas": str(self.s.config("transaction.state.log.min.isr")),
-            })
-            self.owned = set(range(n))
+    # --- FindCoordinator ----------------------------------------------------------------------------
 
-    def coordinator_error(self, transactional_id: str | None) -> int:
-        """0 when this broker coordinates the id (FindCoordinator key_type 1)."""
-        if not transactional_id:
-            return ErrorCode.invalid_request
-        self._ensure_topic()
-        p = self.partition_for(transactional_id)
-        if p in self.loading:
-            return ErrorCode.coordinator_load_in_progress
-        if p not in self.owned:
-            return ErrorCode.not_coordinator
-        return 0
-
-    # --- loading --------------------------------------------------------------------------------
-
-    async def _load_all(self, n: int) -> None:
-        started = time.monotonic()
-        log.info("txn_coordinator_load_started", partitions=n)
-        loaded = 0
-        for p in range(n):
-            state = await asyncio.to_thread(self._read_partition, p)
-            for txn_id, transit in state.items():
-                self.txns[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
-            loaded += len(state)
-            self.owned.add(p)
-            self.loading.discard(p)
-            if (p + 1) % 10 == 0:
-                log.info("txn_coordinator_load_progress", partitions_done=p + 1, partitions=n,
-                         transactional_ids=loaded)
-        log.info("txn_coordinator_loaded", transactional_ids=loaded,
-                 seconds=round(time.monotonic() - started, 3))
-        for meta in list(self.txns.values()):
-            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                log.info("txn_completing_after_load", transactional_id=meta.transactional_id,
-                         state=meta.state.state_name)
-                self._send_markers(meta)
-
-    def _read_partition(self, p: int) -> dict:
-        state: dict = {}
-        for batch in self.s.partition_batches(TXN_TOPIC, p):
-            header, records = rb.decode_records(batch)
-            if header.is_control:
-                continue
-            for rec in records:
-                if rec.key is None:
-                    continue
-                txn_id = txn_log.decode_key(rec.key)
-                if rec.value is None:
-                    state.pop(txn_id, None)
-                else:
-                    state[txn_id] = txn_log.decode_value(rec.value)
-        return state
-
-    # --- appending transitions ---------------------------------------------------------------------
-
-    async def _append(self, meta: TransactionMetadata, transit, *, tombstone: bool = False) -> int:
-        """Write a prepared transition; complete it in memory only once it is in the log."""
-        p = self.partition_for(meta.transactional_id)
-        value = None if tombstone else txn_log.encode_value(transit)
-        batch = rb.build_batch([(txn_log.encode_key(meta.transactional_id), value)], timestamp=now_ms())
-        try:
-            self.s.append(TXN_TOPIC, p, bytes(batch))
-            await self.s.flush(TXN_TOPIC, p)
-        except Exception as exc:
-            meta.abort_pending()
-            log.warning("txn_state_append_failed", transactional_id=meta.transactional_id, error=str(exc))
+    def _ensure_topic(self) -> int:
+        """Create ``__transaction_state`` on first use, as Kafka does on FindCoordinator."""
+        if self.s.partition_count(TXN_TOPIC) is not None:
+            return 0
+        n = self.s.config("transaction.state.log.num.partitions")
+        replication_factor = self.s.config("transaction.state.log.replication.factor") or 1
+        alive = self.s.alive_broker_count()
+        if replication_factor > alive:
+            # Kafka's auto-creation fails the same way (INVALID_REPLICATION_FACTOR) and
+            # FindCoordinator keeps answering COORDINATOR_NOT_AVAILABLE: say why, now and then.
+            now = time.monotonic()
+            if now - self._rf_warned_at >= RF_WARNING_INTERVAL_S:
+                self._rf_warned_at = now
+                log.error("txn_topic_replication_factor_unavailable", topic=TXN_TOPIC,
+                          replication_factor=replication_factor, alive_brokers=alive,
+                          hint=f"{TXN_TOPIC} needs transaction.state.log.replication.factor="
+                               f"{replication_factor} brokers; lower it or start more brokers")
             return ErrorCode.coordinator_not_available
-        meta.complete_transition(transit)
+        try:
+            self.s.create_internal_topic(TXN_TOPIC, n, self.state.topic_configs())
+        except Exception as exc:
+            log.warning("txn_topic_create_failed", topic=TXN_TOPIC, error=str(exc))
+            return ErrorCode.coordinator_not_available
+        log.info("txn_topic_created", topic=TXN_TOPIC, partitions=n)
+        for p in range(n):  # fresh partitions hold nothing to load: ours at once
+            leader = self.s.leader(TXN_TOPIC, p)
+            if leader is not None and leader[0] == self.s.node_id:
+                self.state.install_empty(p, leader[1])
         return 0
 
-    def _check_owner(self, transactional_id: str | None) -> int:
-        if not transactional_id:
-            return ErrorCode.invalid_request
-        return self.coordinator_error(transactional_id)
-
-    # --- InitProducerId ------------------------------------------------------------------------------
-
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int, expected_pid: int,
-                               expected_epoch: int) -> tuple[int, int, int]:
-        """(error, producer id, epoch)."""
-        error = self._check_owner(transactional_id)
+    def coordinator_node(self, transactional_id: str) -> tuple[int, int]:
+        """FindCoordinator key_type 1: (error, node id of the leader of the id's partition)."""
+        if not self.active:
+            return ErrorCode.coordinator_not_available, -1
+        error = self._ensure_topic()
         if error:
-            return error, -1, -1
-        if timeout_ms <= 0 or timeout_ms > self.s.config("transaction.max.timeout.ms"):
+            return error, -1
+        leader = self.s.leader(TXN_TOPIC, self.state.partition_for(transactional_id))
+        if leader is None or leader[0] < 0:
+            return ErrorCode.coordinator_not_available, -1
+        return 0, leader[0]
+
+    def coordinator_error(self, transactional_id: str) -> int:
+        """0 when the id has a coordinator (FindCoordinator), else the error code."""
+        return self.coordinator_node(transactional_id)[0]
+
+    def is_coordinator_for(self, transactional_id: str) -> bool:
+        """Whether this broker holds the id's partition (loaded or loading)."""
+        p = self.state.partition_for(transactional_id)
+        return p in self.state.cache or p in self.state.loading
+
+    # --- InitProducerId ---------------------------------------------------------------------------
+
+    def _valid_timeout(self, timeout_ms: int) -> bool:
+        return 0 < timeout_ms <= self.s.config("transaction.max.timeout.ms")
+
+    async def init_producer_id(self, transactional_id: str | None, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> tuple[int, int, int]:
+        """Kafka's ``handleInitProducerId``: (error, producer id, epoch). ``expected`` is the
+        KIP-360 (producer id, epoch) the producer had, None if it sent -1/-1."""
+        if transactional_id is None:
+            return 0, self.s.generate_producer_id(), 0
+        if transactional_id == "":
+            return ErrorCode.invalid_request, -1, -1
+        if not self._valid_timeout(timeout_ms):
             return ErrorCode.invalid_transaction_timeout, -1, -1
-        meta = self.txns.get(transactional_id)
-        if meta is None:
-            meta = self.txns[transactional_id] = TransactionMetadata(
-                transactional_id, self.s.generate_producer_id(), txn_timeout_ms=timeout_ms)
-        await self._await_markers(meta)
-        if meta.pending_state is not None:
-            return ErrorCode.concurrent_transactions, -1, -1
-        if expected_pid >= 0 and not self._is_valid_expected(meta, expected_pid, expected_epoch):
-            self._fenced(meta, "stale producer id/epoch in InitProducerId")
-            return ErrorCode.producer_fenced, -1, -1
-        state = meta.state
-        if state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions, -1, -1
-        if state is TxnState.ONGOING:
-            # A new incarnation: fence the old one by aborting its transaction at epoch + 1;
-            # the caller retries on CONCURRENT_TRANSACTIONS until the abort is complete.
-            self._fenced(meta, "new incarnation with the same transactional.id")
-            await self._fence_and_abort(meta, "new incarnation")
-            return ErrorCode.concurrent_transactions, -1, -1
-        if state is TxnState.DEAD or state is TxnState.PREPARE_EPOCH_FENCE:
-            return ErrorCode.concurrent_transactions, -1, -1
-        # Empty / CompleteCommit / CompleteAbort: next epoch, or a new producer id.
-        if meta.producer_epoch >= MAX_PRODUCER_EPOCH - 1 and (
-                expected_pid < 0 or expected_epoch == meta.producer_epoch):
-            pid, epoch = self.s.generate_producer_id(), 0
-            log.info("txn_producer_id_rotated", transactional_id=transactional_id, reason="epoch exhausted")
-            self.s.count("rotated", "epoch exhausted")
-        elif expected_pid >= 0 and expected_epoch not in (NO_PRODUCER_EPOCH, meta.producer_epoch):
-            if expected_epoch != meta.last_producer_epoch:
-                self._fenced(meta, "stale epoch in InitProducerId")
-                return ErrorCode.producer_fenced, -1, -1
-            pid, epoch = meta.producer_id, meta.producer_epoch  # a retried bump: same answer
-        else:
-            pid, epoch = meta.producer_id, meta.producer_epoch + 1
-        transit = meta.prepare_init(pid, epoch, timeout_ms, now_ms())
-        error = await self._append(meta, transit)
+        error, found = self.state.get_transaction_state(transactional_id)
+        if not error and found is not None and found.meta.pending_state is not None:
+            await self.markers.wait_for_completion(transactional_id, MARKER_WAIT_S)
+            error, found = self.state.get_transaction_state(transactional_id)
         if error:
             return error, -1, -1
-        return 0, meta.producer_id, meta.producer_epoch
+        if found is None:
+            meta = TransactionMetadata(transactional_id, self.s.generate_producer_id(), txn_timeout_ms=timeout_ms,
+                                       txn_last_update_timestamp=self.s.now_ms())
+            error, found = self.state.put_transaction_state_if_not_exists(meta)
+            if error:
+                return error, -1, -1
+        coordinator_epoch, meta = found.coordinator_epoch, found.meta
+        outcome = self._prepare_init_producer_id_transit(meta, timeout_ms, expected)
+        if isinstance(outcome, int):
+            return outcome, -1, -1
+        if outcome is None:  # PrepareEpochFence: abort the ongoing transaction at epoch + 1
+            fence_epoch = meta.fence_epoch
+            error, end = self._prepare_end_transaction(transactional_id, meta.producer_id, fence_epoch,
+                                                       commit=False, from_client=False)
+            if error or end is None:
+                if meta.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+                    meta.abort_pending()
+                return error or ErrorCode.concurrent_transactions, -1, -1
+            self._fence_event(meta, NEW_INCARNATION, aborted=True, new_epoch=fence_epoch)
+            self._fenced_by_abort[transactional_id] = fence_epoch
+            error = await self._complete_end_transaction(end)
+            return error or ErrorCode.concurrent_transactions, -1, -1
+        previous_epoch = meta.producer_epoch
+        error = await self.state.append_transaction_to_log(transactional_id, coordinator_epoch, outcome)
+        if error:
+            log.info("txn_init_producer_id_failed", transactional_id=transactional_id, error=ErrorCode(error).name)
+            return error, -1, -1
+        self._after_init(meta, outcome, previous_epoch, expected)
+        return 0, outcome.producer_id, outcome.producer_epoch
+
+    def _prepare_init_producer_id_transit(self, meta: TransactionMetadata, timeout_ms: int,
+                                          expected: tuple[int, int] | None) -> TxnTransitMetadata | int | None:
+        """Kafka's ``prepareInitProducerIdTransit``: a transit to write, an error, or None when
+        an ongoing transaction must first be fenced (PrepareEpochFence is now pending)."""
+        if meta.pending_state is not None:
+            return ErrorCode.concurrent_transactions
+        if expected is not None and not self._is_valid_producer_id(meta, *expected):
+            return ErrorCode.producer_fenced
+        state = meta.state
+        if state.is_prepare:
+            return ErrorCode.concurrent_transactions
+        if state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT):
+            now = self.s.now_ms()
+            if meta.is_producer_epoch_exhausted and (expected is None or expected[1] == meta.producer_epoch):
+                return meta.prepare_producer_id_rotation(self.s.generate_producer_id(), timeout_ms, now,
+                                                         record_last_epoch=expected is not None)
+            transit = meta.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], now)
+            if transit is None:
+                log.info("txn_stale_init_producer_id", transactional_id=meta.transactional_id,
+                         expected_epoch=expected[1], producer_epoch=meta.producer_epoch,
+                         last_producer_epoch=meta.last_producer_epoch)
+                return ErrorCode.producer_fenced
+            return transit
+        if state is TxnState.ONGOING:
+            # Never returned to the client: the ongoing transaction is aborted at this epoch
+            # and the client, answered CONCURRENT_TRANSACTIONS, retries and gets the next one
+            # (or a new producer id if the fence exhausted the epochs).
+            meta.prepare_fence_producer_epoch()
+            return None
+        log.error("txn_illegal_state", transactional_id=meta.transactional_id, state=state.state_name)
+        return ErrorCode.unknown_server_error
 
     @staticmethod
-    def _is_valid_expected(meta: TransactionMetadata, pid: int, epoch: int) -> bool:
-        if pid == meta.producer_id and epoch == meta.producer_epoch:
-            return True
-        # A retry of a bump that already succeeded.
-        return (pid == meta.producer_id and epoch == meta.last_producer_epoch) or \
-            (pid == meta.last_producer_id and epoch == meta.last_producer_epoch)
+    def _is_valid_producer_id(meta: TransactionMetadata, producer_id: int, epoch: int) -> bool:
+        """Kafka's ``isValidProducerId``: the epoch itself is checked when it is bumped."""
+        return (meta.producer_epoch == NO_PRODUCER_EPOCH or producer_id == meta.producer_id
+                or (producer_id == meta.last_producer_id and is_epoch_exhausted(epoch)))
 
-    def _fenced(self, meta: TransactionMetadata, reason: str) -> None:
-        log.info("txn_producer_fenced", transactional_id=meta.transactional_id,
-                 producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, reason=reason)
+    def _after_init(self, meta: TransactionMetadata, transit: TxnTransitMetadata, previous_epoch: int,
+                    expected: tuple[int, int] | None) -> None:
+        txn_id = meta.transactional_id
+        fenced_epoch = self._fenced_by_abort.pop(txn_id, None)
+        if transit.producer_id != transit.last_producer_id:  # a new producer id: epochs exhausted
+            self._fence_event(meta, EPOCH_EXHAUSTED, aborted=False, new_epoch=0,
+                              old_producer_id=transit.last_producer_id, old_epoch=previous_epoch)
+        elif expected is None and previous_epoch >= 0 and fenced_epoch != previous_epoch:
+            self._fence_event(meta, NEW_INCARNATION, aborted=False, new_epoch=transit.producer_epoch,
+                              old_epoch=previous_epoch)
+        log.info("txn_producer_initialized", transactional_id=txn_id, producer_id=transit.producer_id,
+                 producer_epoch=transit.producer_epoch, partition=self.state.partition_for(txn_id))
+
+    def _fence_event(self, meta: TransactionMetadata, reason: str, *, aborted: bool, new_epoch: int,
+                     old_producer_id: int | None = None, old_epoch: int | None = None) -> None:
+        log.info("txn_producer_fenced", transactional_id=meta.transactional_id, reason=reason,
+                 producer_id=meta.producer_id if old_producer_id is None else old_producer_id,
+                 fenced_epoch=meta.producer_epoch if old_epoch is None else old_epoch,
+                 new_producer_id=meta.producer_id, new_epoch=new_epoch, aborts_ongoing_transaction=aborted,
+                 partitions=len(meta.partitions) if aborted else 0)
         self.s.count("fenced", reason)
-
-    async def _fence_and_abort(self, meta: TransactionMetadata, reason: str) -> int:
-        """PrepareEpochFence (epoch + 1 in memory), then PrepareAbort at that epoch, markers."""
-        try:
-            meta.prepare_fence_epoch()
-        except IllegalTransition as exc:
-            log.warning("txn_fence_refused", transactional_id=meta.transactional_id, error=str(exc))
-            return ErrorCode.concurrent_transactions
-        transit = meta.prepare_abort_or_commit(False, now_ms())
-        error = await self._append(meta, transit)
-        if error:
-            return error
-        log.info("txn_aborted", transactional_id=meta.transactional_id, producer_id=meta.producer_id,
-                 producer_epoch=meta.producer_epoch, reason=reason)
-        self.s.count("aborted", reason)
-        self._send_markers(meta)
-        return 0
+        if aborted:
+            log.info("txn_forced_abort", transactional_id=meta.transactional_id, reason=reason,
+                     producer_id=meta.producer_id, producer_epoch=new_epoch, partitions=len(meta.partitions))
+            self.s.count("aborted", reason)
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------
 
-    def _check_producer(self, meta: TransactionMetadata | None, pid: int, epoch: int) -> int:
-        if meta is None or meta.producer_id != pid:
-            return ErrorCode.invalid_producer_id_mapping
-        if meta.producer_epoch != epoch:
-            return ErrorCode.producer_fenced
-        if meta.pending_state is not None:
-            return ErrorCode.concurrent_transactions
-        if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-            return ErrorCode.concurrent_transactions
-        return 0
-
-    async def add_partitions(self, transactional_id: str, pid: int, epoch: int,
+    async def add_partitions(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                              partitions: set[tuple[str, int]]) -> int:
-        error = self._check_owner(transactional_id)
+        """Kafka's ``handleAddPartitionsToTransaction``."""
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        error, found = self.state.get_transaction_state(transactional_id)
+        if not error and found is not None and found.meta.pending_state is not None \
+                and found.meta.producer_id == producer_id:
+            await self.markers.wait_for_completion(transactional_id, MARKER_WAIT_S)
+            error, found = self.state.get_transaction_state(transactional_id)
         if error:
             return error
-        meta = self.txns.get(transactional_id)
-        await self._await_markers(meta)
-        error = self._check_producer(meta, pid, epoch)
-        if error:
-            return error
+        if found is None:
+            return ErrorCode.invalid_producer_id_mapping
+        meta = found.meta
+        if meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if _current_epoch(meta) != producer_epoch:
+            return ErrorCode.producer_fenced
+        if meta.pending_state is not None or meta.state.is_prepare:
+            return ErrorCode.concurrent_transactions
         if meta.state is TxnState.ONGOING and partitions <= meta.partitions:
             return 0
-        if meta.state is TxnState.DEAD:
-            return ErrorCode.invalid_producer_id_mapping
-        transit = meta.prepare_add_partitions(partitions, now_ms())
-        return await self._append(meta, transit)
-
-    async def _await_markers(self, meta: TransactionMetadata | None) -> None:
-        """A producer that starts its next transaction while the last one's markers are still
-        being written would get CONCURRENT_TRANSACTIONS and back off; the markers usually
-        land within a millisecond, so wait briefly for them first."""
-        if meta is None:
-            return
-        task = self.marker_tasks.get(meta.transactional_id)
-        if task is not None and not task.done() and not self.paused_markers:
-            await asyncio.wait({task}, timeout=MARKER_WAIT_S)
-
-    def offsets_partition(self, group_id: str) -> tuple[str, int]:
-        n = self.s.topic_partitions("__consumer_offsets") or self.s.config("offsets.topic.num.partitions")
-        return "__consumer_offsets", partition_for(group_id, n)
+        transit = meta.prepare_add_partitions(partitions, self.s.now_ms())
+        return await self.state.append_transaction_to_log(transactional_id, found.coordinator_epoch, transit)
 
     # --- KIP-890 part 1 -----------------------------------------------------------------------------
 
-    async def verify_partitions(self, transactional_id: str | None, pid: int, epoch: int,
+    async def verify_partitions(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                                 partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """0 for each partition already in the producer's ongoing transaction."""
-        error = self._check_owner(transactional_id)
-        meta = self.txns.get(transactional_id or "")
+        """Kafka's ``handleVerifyPartitionsInTransaction`` (AddPartitionsToTxn v4+ verify_only):
+        0 for each partition in the producer's transaction, TRANSACTION_ABORTABLE for the
+        others; INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or CONCURRENT_TRANSACTIONS (the
+        transaction is completing) for all of them."""
+        if not transactional_id:
+            return {tp: ErrorCode.invalid_request for tp in partitions}
+        error, found = self.state.get_transaction_state(transactional_id)
         if not error:
-            if meta is None or meta.producer_id != pid:
+            meta = found.meta if found is not None else None
+            if meta is None or meta.producer_id != producer_id:
                 error = ErrorCode.invalid_producer_id_mapping
-            elif meta.producer_epoch != epoch:
+            elif _current_epoch(meta) != producer_epoch:
                 error = ErrorCode.producer_fenced
+            elif meta.state.is_prepare:
+                error = ErrorCode.concurrent_transactions
         if error:
             return {tp: error for tp in partitions}
-        ongoing = meta.state is TxnState.ONGOING and meta.pending_state is None
-        return {tp: 0 if ongoing and tp in meta.partitions else ErrorCode.transaction_abortable
-                for tp in partitions}
+        return {tp: 0 if tp in meta.partitions else ErrorCode.transaction_abortable for tp in partitions}
 
-    # --- EndTxn -----------------------------------------------------------------------------------
+    # --- EndTxn ---------------------------------------------------------------------------------------
 
-    async def end_transaction(self, transactional_id: str, pid: int, epoch: int, commit: bool) -> int:
-        error = self._check_owner(transactional_id)
+    async def end_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                              commit: bool) -> int:
+        """Kafka's ``handleEndTransaction``: NONE once PrepareCommit/PrepareAbort is durable."""
+        error, end = self._prepare_end_transaction(transactional_id, producer_id, producer_epoch, commit,
+                                                   from_client=True)
+        if error or end is None:
+            return error
+        return await self._complete_end_transaction(end)
+
+    def _prepare_end_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                 commit: bool, *, from_client: bool) -> tuple[int, _EndTxn | None]:
+        """The synchronous half of Kafka's ``endTransaction``: checks, then Prepare* pending."""
+        if not transactional_id:
+            return ErrorCode.invalid_request, None
+        error, found = self.state.get_transaction_state(transactional_id)
+        if error:
+            return error, None
+        if found is None:
+            return ErrorCode.invalid_producer_id_mapping, None
+        meta = found.meta
+        if meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        current = _current_epoch(meta)
+        # Clients must match the epoch exactly; a forced abort may carry the bumped one.
+        if (from_client and producer_epoch != current) or producer_epoch < current:
+            return ErrorCode.producer_fenced, None
+        if meta.pending_state is not None and meta.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
+            return ErrorCode.concurrent_transactions, None
+        state = meta.state
+        if state is TxnState.ONGOING:
+            target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            try:
+                transit = meta.prepare_abort_or_commit(target, self.s.now_ms())
+            except IllegalTransition:
+                log.exception("txn_illegal_transition", transactional_id=transactional_id)
+                return ErrorCode.unknown_server_error, None
+            return 0, _EndTxn(transactional_id, found.coordinator_epoch, producer_id, transit.producer_epoch,
+                              commit, transit)
+        if state is TxnState.COMPLETE_COMMIT:
+            return (0 if commit else ErrorCode.invalid_txn_state), None
+        if state is TxnState.COMPLETE_ABORT:
+            return (0 if not commit else ErrorCode.invalid_txn_state), None
+        if state is TxnState.PREPARE_COMMIT:
+            return (ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state), None
+        if state is TxnState.PREPARE_ABORT:
+            return (ErrorCode.concurrent_transactions if not commit else ErrorCode.invalid_txn_state), None
+        if state is TxnState.EMPTY:
+            return ErrorCode.invalid_txn_state, None
+        log.error("txn_illegal_state", transactional_id=transactional_id, state=state.state_name)
+        return ErrorCode.unknown_server_error, None
+
+    async def _complete_end_transaction(self, end: _EndTxn) -> int:
+        """Write Prepare*, re-check, prepare Complete* and hand the markers over."""
+        txn_id = end.transactional_id
+        error = await self.state.append_transaction_to_log(txn_id, end.coordinator_epoch, end.transit)
+        if error:
+            log.info("txn_end_not_written", transactional_id=txn_id, commit=end.commit, error=ErrorCode(error).name)
+            return error
+        error, found = self.state.get_transaction_state(txn_id)
         if error:
             return error
-        meta = self.txns.get(transactional_id)
-        if meta is None or meta.producer_id != pid:
+        if found is None or found.coordinator_epoch != end.coordinator_epoch:
+            return ErrorCode.not_coordinator
+        meta = found.meta
+        if meta.producer_id != end.producer_id:
             return ErrorCode.invalid_producer_id_mapping
-        if epoch != meta.producer_epoch:
+        if meta.producer_epoch != end.producer_epoch:
             return ErrorCode.producer_fenced
         if meta.pending_state is not None:
             return ErrorCode.concurrent_transactions
-        state = meta.state
-        if state is TxnState.ONGOING:
-            transit = meta.prepare_abort_or_commit(commit, now_ms())
-            error = await self._append(meta, transit)
-            if error:
-                return error
-            if not commit:
-                self.s.count("aborted", "client abort")
-            self._send_markers(meta)
-            return 0
-        if state is TxnState.COMPLETE_COMMIT:
-            return 0 if commit else ErrorCode.invalid_txn_state
-        if state is TxnState.COMPLETE_ABORT:
-            return 0 if not commit else ErrorCode.invalid_txn_state
-        if state is TxnState.PREPARE_COMMIT:
-            return ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
-        if state is TxnState.PREPARE_ABORT:
-            return ErrorCode.concurrent_transactions if not commit else ErrorCode.invalid_txn_state
-        return ErrorCode.invalid_txn_state
+        expected = TxnState.PREPARE_COMMIT if end.commit else TxnState.PREPARE_ABORT
+        if meta.state is not expected:
+            return ErrorCode.invalid_txn_state
+        self.markers.add_markers_to_send(end.coordinator_epoch, meta, meta.prepare_complete(self.s.now_ms()))
+        return 0
 
-    # --- the marker channel ---------------------------------------------------------------------------
+    # --- timeouts and expiration ------------------------------------------------------------------------
 
-    def _send_markers(self, meta: TransactionMetadata) -> None:
-        txn_id = meta.transactional_id
-        if txn_id in self.marker_tasks and not self.marker_tasks[txn_id].done():
-            return
-        self.marker_tasks[txn_id] = asyncio.get_running_loop().create_task(self._complete(meta))
-
-    async def _complete(self, meta: TransactionMetadata) -> None:
-        commit = meta.state is TxnState.PREPARE_COMMIT
-        pid, epoch = meta.producer_id, meta.producer_epoch
-        coordinator_epoch = self.s.leader_epoch(TXN_TOPIC, self.partition_for(meta.transactional_id))
-        pending = set(meta.partitions)
-        backoff = 0.05
-        while pending:
-            if self.paused_markers:
-                await asyncio.sleep(0.2)
+    def abort_timed_out_transactions(self) -> int:
+        """Kafka's ``abortTimedOutTransactions``: fence (epoch + 1) and abort every Ongoing
+        transaction older than its timeout. Returns how many aborts were started."""
+        started = 0
+        for txn_id, producer_id, _ in self.state.timed_out_transactions(self.s.now_ms()):
+            error, found = self.state.get_transaction_state(txn_id)
+            if error or found is None:
                 continue
-            by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
-            for tp in list(pending):
-                leader = self.s.leader_of(*tp)
-                if leader is None:
-                    if self.s.topic_partitions(tp[0]) is None:
-                        pending.discard(tp)  # the topic is gone: nothing to mark
-                    continue
-                by_leader.setdefault((leader[1], leader[2]), []).append(tp)
-            for (host, port), tps in by_leader.items():
-                outcome = await self._send_to_leader(host, port, pid, epoch, commit, coordinator_epoch, tps)
-                if outcome is None:
-                    continue  # disconnected: retry
-                for tp, code in outcome.items():
-                    if code == 0 or code in (ErrorCode.unsupported_for_message_format, ErrorCode.unsupported_version):
-                        pending.discard(tp)
-                    elif code in (ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced):
-                        log.warning("txn_markers_cancelled", transactional_id=meta.transactional_id,
-                                    error=ErrorCode(code).name, partition=tp)
-                        return
-                    elif code not in RETRY_MARKER_ERRORS:
-                        log.error("txn_marker_unexpected_error", transactional_id=meta.transactional_id,
-                                  error=ErrorCode(code).name, partition=tp)
-            if pending:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-        while True:
-            transit = meta.prepare_complete(now_ms())
-            if not await self._append(meta, transit):
-                return
-            await asyncio.sleep(1)
+            meta = found.meta
+            if meta.producer_id != producer_id:
+                log.error("txn_timeout_wrong_producer_id", transactional_id=txn_id, expected=producer_id,
+                          found=meta.producer_id)
+                continue
+            if meta.pending_state is not None:
+                continue
+            fence_epoch = meta.prepare_fence_producer_epoch()
+            error, end = self._prepare_end_transaction(txn_id, producer_id, fence_epoch, commit=False,
+                                                       from_client=False)
+            if error or end is None:
+                if meta.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+                    meta.abort_pending()
+                log.info("txn_timeout_rollback_cancelled", transactional_id=txn_id, error=_name(error))
+                continue
+            self._fence_event(meta, TIMED_OUT, aborted=True, new_epoch=fence_epoch)
+            self._fenced_by_abort[txn_id] = fence_epoch
+            self._spawn(self._finish_timeout_abort(end))
+            started += 1
+        return started
 
-    async def _send_to_leader(self, host: str, port: int, pid: int, epoch: int, commit: bool,
-                              coordinator_epoch: int, tps: list[tuple[str, int]]) -> dict | None:
-        topics: dict[str, list[int]] = {}
-        for topic, p in tps:
-            topics.setdefault(topic, []).append(p)
-        body = {"markers": [{"producer_id": pid, "producer_epoch": epoch, "transaction_result": commit,
-                             "coordinator_epoch": coordinator_epoch,
-                             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}]}
-        try:
-            resp = await self.s.send_request(host, port, WRITE_TXN_MARKERS, 1, body)
-        except (TimeoutError, OSError, ConnectionError) as exc:
-            log.info("txn_marker_send_failed", host=host, port=port, error=str(exc))
-            return None
-        out = {}
-        for m in resp.markers:
-            for t in m.topics:
-                for part in t.partitions:
-                    out[(t.name, part.partition_index)] = int(part.error_code)
-        return out
+    async def _finish_timeout_abort(self, end: _EndTxn) -> None:
+        error = await self._complete_end_transaction(end)
+        if not error:
+            log.info("txn_timeout_rollback_complete", transactional_id=end.transactional_id,
+                     producer_id=end.producer_id, producer_epoch=end.producer_epoch)
+        elif error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced,
+                       ErrorCode.concurrent_transactions):
+            log.info("txn_timeout_rollback_cancelled", transactional_id=end.transactional_id, error=_name(error))
+        else:
+            log.warning("txn_timeout_rollback_failed", transactional_id=end.transactional_id, error=_name(error))
 
-    # --- timeouts and expiry -----------------------------------------------------------------------------
+    async def remove_expired_transactional_ids(self) -> list[str]:
+        """Tombstone transactional ids idle for ``transactional.id.expiration.ms``."""
+        removed = await self.state.remove_expired_transactional_ids()
+        for txn_id in removed:
+            log.info("txn_id_expired", transactional_id=txn_id, reason=EXPIRED_ID,
+                     expiration_ms=self.s.config("transactional.id.expiration.ms"))
+            self.s.count("fenced", EXPIRED_ID)
+        return removed
 
-    def abort_timed_out(self) -> None:
-        now = now_ms()
-        for meta in list(self.txns.values()):
-            if (meta.state is TxnState.ONGOING and meta.pending_state is None
-                    and meta.txn_start_timestamp >= 0
-                    and now - meta.txn_start_timestamp > meta.txn_timeout_ms):
-                self._fenced(meta, "transaction timed out")
-                asyncio.get_running_loop().create_task(self._fence_and_abort(meta, "transaction timed out"))
-
-    def expire_ids(self) -> None:
-        now = now_ms()
-        limit = self.s.config("transactional.id.expiration.ms")
-        for meta in list(self.txns.values()):
-            if (meta.pending_state is None
-                    and meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-                    and meta.txn_last_update_timestamp >= 0
-                    and now - meta.txn_last_update_timestamp > limit):
-                asyncio.get_running_loop().create_task(self._expire(meta))
-
-    async def _expire(self, meta: TransactionMetadata) -> None:
-        transit = meta.prepare_dead(now_ms())
-        if not await self._append(meta, transit, tombstone=True):
-            self.txns.pop(meta.transactional_id, None)
-            log.info("txn_id_expired", transactional_id=meta.transactional_id, reason="expired id")
-            self.s.count("expired", "transactional.id.expiration.ms")
-
-    # --- describe / list -----------------------------------------------------------------------------
+    # --- DescribeTransactions / ListTransactions ------------------------------------------------------
 
     def describe(self, transactional_id: str) -> dict:
-        error = self._check_owner(transactional_id)
-        meta = self.txns.get(transactional_id)
-        if not error and (meta is None or meta.state is TxnState.DEAD):
+        """Kafka's ``handleDescribeTransactions`` (one entry of the response)."""
+        out = {"error_code": 0, "transactional_id": transactional_id, "transaction_state": "",
+               "transaction_timeout": 0, "transaction_start_time": 0, "producer_id": 0,
+               "producer_epoch": 0, "topics": []}
+        if not self.active:
+            out["error_code"] = ErrorCode.coordinator_not_available
+            return out
+        if not transactional_id:
+            out["error_code"] = ErrorCode.invalid_request
+            return out
+        error, found = self.state.get_transaction_state(transactional_id)
+        if not error and (found is None or found.meta.state is TxnState.DEAD):
             error = ErrorCode.transactional_id_not_found
         if error:
-            return {"error_code": error, "transactional_id": transactional_id, "transaction_state": "",
-                    "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
-                    "producer_epoch": -1, "topics": []}
+            out["error_code"] = error
+            return out
+        meta = found.meta
         topics: dict[str, list[int]] = {}
         for t, p in sorted(meta.partitions):
             topics.setdefault(t, []).append(p)
-        return {"error_code": 0, "transactional_id": transactional_id,
-                "transaction_state": meta.state.state_name, "transaction_timeout": meta.txn_timeout_ms,
-                "transaction_start_time": meta.txn_start_timestamp, "producer_id": meta.producer_id,
-                "producer_epoch": meta.producer_epoch,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        out.update(transaction_state=meta.state.state_name, transaction_timeout=meta.txn_timeout_ms,
+                   transaction_start_time=meta.txn_start_timestamp, producer_id=meta.producer_id,
+                   producer_epoch=meta.producer_epoch,
+                   topics=[{"topic": t, "partitions": ps} for t, ps in topics.items()])
+        return out
 
-    def list(self, states: list[str], producer_ids: list[int], min_duration_ms: int = -1) -> tuple[list, list]:
-        known = {s.state_name for s in TxnState}
-        unknown = [s for s in states if s not in known]
-        wanted = {s for s in states if s in known}
-        now = now_ms()
+    def list_transactions(self, states: list[str], producer_ids: list[int],
+                          duration_ms: int = -1) -> tuple[int, list[dict], list[str]]:
+        """Kafka's ``listTransactionStates``: (error, transactions, unknown state filters)."""
+        if not self.active:
+            return ErrorCode.coordinator_not_available, [], []
+        if self.state.is_loading:
+            return ErrorCode.coordinator_load_in_progress, [], []
+        wanted: set[TxnState] = set()
+        unknown = []
+        for name in states:
+            state = TxnState.from_name(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                wanted.add(state)
+        pids = set(producer_ids)
+        now = self.s.now_ms()
         out = []
-        for meta in self.txns.values():
+        for _, meta in self.state.all_transactions():
             if meta.state is TxnState.DEAD:
                 continue
-            if wanted and meta.state.state_name not in wanted:
+            if pids and meta.producer_id not in pids:
                 continue
-            if producer_ids and meta.producer_id not in producer_ids:
+            if wanted and meta.state not in wanted:
                 continue
-            # As Kafka: on every state (an Empty id's start time is -1, so it always passes).
-            if min_duration_ms >= 0 and now - meta.txn_start_timestamp <= min_duration_ms:
+            if duration_ms >= 0 and now - meta.txn_start_timestamp <= duration_ms:
                 continue
             out.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
                         "transaction_state": meta.state.state_name})
-        return out, unknown
+        return 0, out, unknown
 
 
-__all__ = ["TransactionCoordinator", "TxnServices", "TXN_TOPIC", "NO_PRODUCER_EPOCH"]
+def _current_epoch(meta: TransactionMetadata) -> int:
+    """The epoch requests are checked against: the bumped one from the moment a fence is
+    prepared until its abort is written or fails (Kafka bumps the metadata's epoch itself at
+    that point), so the fenced producer is refused at once."""
+    return meta.producer_epoch if meta.fence_epoch is None else meta.fence_epoch
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+__all__ = ["TransactionCoordinator", "TXN_TOPIC", "CoordinatorEpochAndMetadata"]

@@ -1,23 +1,45 @@
 """Records of ``__transaction_state``, in Kafka's TransactionLogKey v0 / TransactionLogValue v0
-layout (so Kafka's own tooling could read them).
+layout (so Kafka's own tooling could read them), and the id -> partition mapping.
 
 Key: version int16 (0), transactional_id string.
-Value: version int16 (0), producer_id int64, producer_epoch int16, transaction_timeout_ms
+Value v0: version int16 (0), producer_id int64, producer_epoch int16, transaction_timeout_ms
 int32, transaction_status int8, transaction_partitions nullable array of [topic string,
 partition_ids array of int32] (null for Empty), txn_last_update_timestamp_ms int64,
 txn_start_timestamp_ms int64. A null value (tombstone) removes the id.
+
+Values are written as v0 (what Kafka writes without transaction.version >= 1); v1 (the
+flexible form of Kafka 3.6+, with the tagged PreviousProducerId / NextProducerId /
+ClientTransactionVersion of 4.0) is read too.
 """
 
 from __future__ import annotations
 
 import struct
 
-from .state import TxnState, TxnTransitMetadata
+from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState, TxnTransitMetadata
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
+_Q = struct.Struct(">q")
 _VALUE_HEAD = struct.Struct(">hqhib")
+_V1_HEAD = struct.Struct(">qhib")
 _TIMESTAMPS = struct.Struct(">qq")
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()``: 31*h + c over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(transactional_id: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(transactionalId.hashCode) % transactionTopicPartitionCount``
+    (``Utils.abs(Integer.MIN_VALUE)`` is 0)."""
+    h = java_string_hash(transactional_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 def _string(s: str) -> bytes:
@@ -53,11 +75,24 @@ def encode_value(t: TxnTransitMetadata) -> bytes:
 
 
 def decode_value(data: bytes) -> TxnTransitMetadata:
-    version, producer_id, epoch, timeout_ms, status = _VALUE_HEAD.unpack_from(data, 0)
-    if version not in (0, 1):
-        raise ValueError(f"unknown transaction log value version {version}")
+    (version,) = _H.unpack_from(data, 0)
+    if version == 0:
+        return _decode_v0(data)
     if version == 1:
-        raise ValueError("transaction log value v1 (flexible) is not written by this broker")
+        return _decode_v1(data)
+    raise ValueError(f"unknown transaction log value version {version}")
+
+
+def _transit(producer_id: int, last_producer_id: int, epoch: int, timeout_ms: int, status: int,
+             partitions: set[tuple[str, int]], last_update: int, start: int) -> TxnTransitMetadata:
+    state = TxnState.from_id(status)
+    # Kafka 3.x persists neither the last producer id nor the last epoch: both load as -1.
+    return TxnTransitMetadata(producer_id, last_producer_id, epoch, NO_PRODUCER_EPOCH, timeout_ms, state,
+                              frozenset(() if state is TxnState.EMPTY else partitions), start, last_update)
+
+
+def _decode_v0(data: bytes) -> TxnTransitMetadata:
+    _, producer_id, epoch, timeout_ms, status = _VALUE_HEAD.unpack_from(data, 0)
     pos = _VALUE_HEAD.size
     (count,) = _I.unpack_from(data, pos)
     pos += 4
@@ -72,6 +107,47 @@ def decode_value(data: bytes) -> TxnTransitMetadata:
             partitions.add((topic, _I.unpack_from(data, pos)[0]))
             pos += 4
     last_update, start = _TIMESTAMPS.unpack_from(data, pos)
-    state = TxnState.from_id(status)
-    return TxnTransitMetadata(producer_id, -1, epoch, -1, timeout_ms, state,
-                              frozenset(() if state is TxnState.EMPTY else partitions), start, last_update)
+    return _transit(producer_id, NO_PRODUCER_ID, epoch, timeout_ms, status, partitions, last_update, start)
+
+
+def _uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+
+
+def _skip_tags(data: bytes, pos: int) -> tuple[dict[int, bytes], int]:
+    count, pos = _uvarint(data, pos)
+    tags = {}
+    for _ in range(count):
+        tag, pos = _uvarint(data, pos)
+        size, pos = _uvarint(data, pos)
+        tags[tag] = data[pos : pos + size]
+        pos += size
+    return tags, pos
+
+
+def _decode_v1(data: bytes) -> TxnTransitMetadata:
+    producer_id, epoch, timeout_ms, status = _V1_HEAD.unpack_from(data, 2)
+    pos = 2 + _V1_HEAD.size
+    count, pos = _uvarint(data, pos)  # compact nullable array: length + 1, 0 = null
+    partitions = set()
+    for _ in range(max(count - 1, 0)):
+        n, pos = _uvarint(data, pos)
+        topic = data[pos : pos + n - 1].decode()
+        pos += n - 1
+        k, pos = _uvarint(data, pos)
+        for _ in range(k - 1):
+            partitions.add((topic, _I.unpack_from(data, pos)[0]))
+            pos += 4
+        _, pos = _skip_tags(data, pos)
+    last_update, start = _TIMESTAMPS.unpack_from(data, pos)
+    pos += _TIMESTAMPS.size
+    tags, pos = _skip_tags(data, pos)
+    previous = _Q.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else NO_PRODUCER_ID
+    return _transit(producer_id, previous, epoch, timeout_ms, status, partitions, last_update, start)

@@ -2,10 +2,17 @@
 
 Owns: :class:`TxnState` (Kafka's ids and names, each with its valid previous states),
 :class:`TransactionMetadata` and :class:`TxnTransitMetadata`. A transition is *prepared*
-(``pending_state`` set, so concurrent requests get CONCURRENT_TRANSACTIONS), appended to
-``__transaction_state`` by the coordinator, and only then *completed* into memory.
+(only ``pending_state`` changes, so concurrent requests get CONCURRENT_TRANSACTIONS), the
+transit record is appended to ``__transaction_state`` by the coordinator, and only once that
+append succeeded is it *completed* into memory (:meth:`TransactionMetadata.complete_transition`,
+which checks it the way Kafka's ``completeTransitionTo`` does). Method names follow Kafka's
+``TransactionMetadata`` (core/src/main/scala/kafka/coordinator/transaction).
 
 Differs from Kafka: transaction version 1 only (no TV2 empty aborts, no next producer id).
+Fencing an ongoing transaction does not bump the epoch in memory before the PrepareAbort
+record is written (Kafka does, and remembers a failed write in ``hasFailedEpochFence`` so it
+does not bump twice): here the bumped epoch travels in the transit record and takes effect
+when that record is durable, so a failed write leaves nothing to undo.
 """
 
 from __future__ import annotations
@@ -13,8 +20,14 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
-MAX_PRODUCER_EPOCH = 32767
+MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue
+
+
+def is_epoch_exhausted(epoch: int) -> bool:
+    """Kafka keeps Short.MaxValue for fencing: a producer never gets an epoch above MAX - 1."""
+    return epoch >= MAX_PRODUCER_EPOCH - 1
 
 
 class TxnState(enum.Enum):
@@ -53,6 +66,14 @@ class TxnState(enum.Enum):
     def is_complete(self) -> bool:
         return self in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 
+    @property
+    def is_prepare(self) -> bool:
+        return self in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT)
+
+    @property
+    def is_expiration_allowed(self) -> bool:
+        return self in EXPIRATION_ALLOWED
+
 
 _S = TxnState
 VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
@@ -65,15 +86,17 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_EPOCH_FENCE: frozenset({_S.ONGOING}),
 }
+# States in which an idle transactional id may expire (no transaction open).
+EXPIRATION_ALLOWED = frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT})
 
 
 class IllegalTransition(RuntimeError):
-    pass
+    """A transition Kafka would refuse with IllegalStateException: a coordinator bug."""
 
 
 @dataclass(frozen=True, slots=True)
 class TxnTransitMetadata:
-    """The record a transition appends to ``__transaction_state``."""
+    """The metadata a transition appends to ``__transaction_state`` (and applies after)."""
 
     producer_id: int
     last_producer_id: int
@@ -90,7 +113,7 @@ class TxnTransitMetadata:
 class TransactionMetadata:
     transactional_id: str
     producer_id: int
-    last_producer_id: int = -1
+    last_producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     txn_timeout_ms: int = 60000
@@ -99,91 +122,169 @@ class TransactionMetadata:
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
     pending_state: TxnState | None = None
-    # Partitions whose marker is not yet acknowledged (during Prepare* -> Complete*).
-    pending_markers: set[tuple[str, int]] = field(default_factory=set)
+    # The bumped epoch while PrepareEpochFence is pending (Kafka bumps producerEpoch itself).
+    fence_epoch: int | None = None
 
-    # --- preparing transitions (nothing changes but pending_state) ---------------------------
+    @property
+    def pending_transition_in_progress(self) -> bool:
+        return self.pending_state is not None
 
-    def _transit(self, state: TxnState, *, producer_id: int | None = None, producer_epoch: int | None = None,
-                 last_producer_epoch: int | None = None, timeout_ms: int | None = None,
-                 partitions: frozenset[tuple[str, int]] | None = None, start: int | None = None,
-                 now: int) -> TxnTransitMetadata:
-        if self.pending_state is not None and self.pending_state is not TxnState.PREPARE_EPOCH_FENCE:
-            raise IllegalTransition(f"{self.transactional_id}: transition to {state.state_name} while "
+    @property
+    def is_producer_epoch_exhausted(self) -> bool:
+        return is_epoch_exhausted(self.producer_epoch)
+
+    # --- preparing transitions (nothing changes but pending_state) ------------------------------
+
+    def _prepare_transition_to(self, state: TxnState, producer_id: int, epoch: int, last_epoch: int,
+                               timeout_ms: int, partitions: frozenset[tuple[str, int]], start: int,
+                               now: int) -> TxnTransitMetadata:
+        if self.pending_state is not None:
+            raise IllegalTransition(f"{self.transactional_id}: preparing {state.state_name} while "
                                     f"{self.pending_state.state_name} is pending")
-        if self.state not in state.valid_previous_states and not (
-                self.pending_state is TxnState.PREPARE_EPOCH_FENCE and state is TxnState.PREPARE_ABORT):
+        if producer_id < 0:
+            raise IllegalTransition(f"{self.transactional_id}: illegal producer id {producer_id}")
+        if state is not TxnState.DEAD and epoch < 0:
+            raise IllegalTransition(f"{self.transactional_id}: illegal producer epoch {epoch}")
+        if self.state not in state.valid_previous_states:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.state_name} -> "
                                     f"{state.state_name} is not a valid transition")
         self.pending_state = state
-        return TxnTransitMetadata(
-            producer_id=self.producer_id if producer_id is None else producer_id,
-            last_producer_id=self.last_producer_id,
-            producer_epoch=self.producer_epoch if producer_epoch is None else producer_epoch,
-            last_producer_epoch=self.last_producer_epoch if last_producer_epoch is None else last_producer_epoch,
-            txn_timeout_ms=self.txn_timeout_ms if timeout_ms is None else timeout_ms,
-            state=state,
-            partitions=frozenset(self.partitions) if partitions is None else partitions,
-            txn_start_timestamp=self.txn_start_timestamp if start is None else start,
-            txn_last_update_timestamp=now)
+        return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, state,
+                                  partitions, start, now)
 
-    def prepare_init(self, producer_id: int, producer_epoch: int, timeout_ms: int, now: int) -> TxnTransitMetadata:
-        """InitProducerId: Empty with a (possibly new) producer id and the next epoch."""
-        return self._transit(TxnState.EMPTY, producer_id=producer_id, producer_epoch=producer_epoch,
-                             last_producer_epoch=self.producer_epoch, timeout_ms=timeout_ms,
-                             partitions=frozenset(), start=-1, now=now)
+    def prepare_fence_producer_epoch(self) -> int:
+        """InitProducerId of a new incarnation, or the timeout, found a transaction Ongoing:
+        hold PrepareEpochFence with the epoch the abort will be written at (current + 1)."""
+        if self.pending_state is not None:
+            raise IllegalTransition(f"{self.transactional_id}: fencing while "
+                                    f"{self.pending_state.state_name} is pending")
+        if self.state not in TxnState.PREPARE_EPOCH_FENCE.valid_previous_states:
+            raise IllegalTransition(f"{self.transactional_id}: cannot fence in {self.state.state_name}")
+        # At Short.MaxValue there is no higher epoch: abort at the current one (later Kafka).
+        bumped = self.producer_epoch + 1 if self.producer_epoch < MAX_PRODUCER_EPOCH else self.producer_epoch
+        self.pending_state = TxnState.PREPARE_EPOCH_FENCE
+        self.fence_epoch = bumped
+        return bumped
+
+    def prepare_increment_producer_epoch(self, timeout_ms: int, expected_epoch: int | None,
+                                         now: int) -> TxnTransitMetadata | None:
+        """InitProducerId in Empty/Complete*: the next epoch (None means PRODUCER_FENCED)."""
+        if self.is_producer_epoch_exhausted:
+            raise IllegalTransition(f"{self.transactional_id}: producer id {self.producer_id} has "
+                                    f"no epochs left")
+        bumped = self.producer_epoch + 1
+        if expected_epoch is None:
+            # A fresh producer: bump, and forget the last epoch (an older incarnation retrying
+            # its own bump must not get this epoch).
+            epoch, last = bumped, NO_PRODUCER_EPOCH
+        elif self.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == self.producer_epoch:
+            epoch, last = bumped, self.producer_epoch  # KIP-360: continue after an error
+        elif expected_epoch == self.last_producer_epoch:
+            epoch, last = self.producer_epoch, self.last_producer_epoch  # a retried bump
+        else:
+            return None
+        return self._prepare_transition_to(TxnState.EMPTY, self.producer_id, epoch, last, timeout_ms,
+                                           frozenset(), -1, now)
+
+    def prepare_producer_id_rotation(self, new_producer_id: int, timeout_ms: int, now: int,
+                                     record_last_epoch: bool) -> TxnTransitMetadata:
+        """The epoch is exhausted: a new producer id at epoch 0."""
+        if self.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            raise IllegalTransition(f"{self.transactional_id}: rotating the producer id with a "
+                                    f"transaction open")
+        last = self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH
+        return self._prepare_transition_to(TxnState.EMPTY, new_producer_id, 0, last, timeout_ms,
+                                           frozenset(), -1, now)
 
     def prepare_add_partitions(self, partitions: set[tuple[str, int]], now: int) -> TxnTransitMetadata:
         start = now if self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) \
             else self.txn_start_timestamp
-        parts = frozenset(self.partitions | partitions) if self.state is TxnState.ONGOING else frozenset(partitions)
-        return self._transit(TxnState.ONGOING, partitions=parts, start=start, now=now)
+        return self._prepare_transition_to(TxnState.ONGOING, self.producer_id, self.producer_epoch,
+                                           self.last_producer_epoch, self.txn_timeout_ms,
+                                           frozenset(self.partitions | partitions), start, now)
 
-    def prepare_abort_or_commit(self, commit: bool, now: int) -> TxnTransitMetadata:
-        return self._transit(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now=now)
+    def prepare_abort_or_commit(self, state: TxnState, now: int) -> TxnTransitMetadata:
+        """EndTxn (or a forced abort after PrepareEpochFence, at the bumped epoch)."""
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        if self.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+            if state is not TxnState.PREPARE_ABORT:
+                raise IllegalTransition(f"{self.transactional_id}: {state.state_name} while fencing")
+            epoch, last = self.fence_epoch, NO_PRODUCER_EPOCH
+            self.pending_state = None
+        return self._prepare_transition_to(state, self.producer_id, epoch, last, self.txn_timeout_ms,
+                                           frozenset(self.partitions), self.txn_start_timestamp, now)
 
     def prepare_complete(self, now: int) -> TxnTransitMetadata:
         state = TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        return self._transit(state, partitions=frozenset(), now=now)
+        return self._prepare_transition_to(state, self.producer_id, self.producer_epoch,
+                                           self.last_producer_epoch, self.txn_timeout_ms, frozenset(),
+                                           self.txn_start_timestamp, now)
 
-    def prepare_dead(self, now: int) -> TxnTransitMetadata:
-        return self._transit(TxnState.DEAD, partitions=frozenset(), now=now)
-
-    def prepare_fence_epoch(self) -> None:
-        """Fencing an ongoing transaction: bump the epoch in memory (unless exhausted) and hold
-        PrepareEpochFence until the abort that follows is written."""
-        if self.pending_state is not None:
-            raise IllegalTransition(f"{self.transactional_id}: fence while {self.pending_state} pending")
-        if self.state not in TxnState.PREPARE_EPOCH_FENCE.valid_previous_states:
-            raise IllegalTransition(f"{self.transactional_id}: cannot fence in {self.state.state_name}")
-        if self.producer_epoch < MAX_PRODUCER_EPOCH:
-            self.producer_epoch += 1
-        self.pending_state = TxnState.PREPARE_EPOCH_FENCE
-
-    # --- completing ----------------------------------------------------------------------------
-
-    def complete_transition(self, t: TxnTransitMetadata) -> None:
-        if self.pending_state is not t.state:
-            raise IllegalTransition(f"{self.transactional_id}: completing {t.state.state_name} but "
-                                    f"{self.pending_state} is pending")
-        if t.producer_id != self.producer_id:
-            self.last_producer_id = self.producer_id
-        self.producer_id = t.producer_id
-        self.producer_epoch = t.producer_epoch
-        self.last_producer_epoch = t.last_producer_epoch
-        self.txn_timeout_ms = t.txn_timeout_ms
-        self.state = t.state
-        self.partitions = set(t.partitions)
-        self.txn_start_timestamp = t.txn_start_timestamp
-        self.txn_last_update_timestamp = t.txn_last_update_timestamp
-        self.pending_state = None
+    def prepare_dead(self) -> TxnTransitMetadata:
+        return self._prepare_transition_to(TxnState.DEAD, self.producer_id, self.producer_epoch,
+                                           self.last_producer_epoch, self.txn_timeout_ms, frozenset(),
+                                           self.txn_start_timestamp, self.txn_last_update_timestamp)
 
     def abort_pending(self) -> None:
-        """The append failed: forget the prepared transition."""
+        """The append failed: forget the prepared transition (Kafka's resetPendingState)."""
         self.pending_state = None
+        self.fence_epoch = None
+
+    def remove_partition(self, tp: tuple[str, int]) -> None:
+        """A marker for ``tp`` is written (only while the outcome is being propagated)."""
+        if not self.state.is_prepare:
+            raise IllegalTransition(f"{self.transactional_id}: removing a marked partition in "
+                                    f"{self.state.state_name}")
+        self.partitions.discard(tp)
+
+    # --- completing -----------------------------------------------------------------------------
+
+    def complete_transition(self, t: TxnTransitMetadata) -> None:
+        """Apply a transition whose record is durable in ``__transaction_state``."""
+        if self.pending_state is not t.state:
+            self._fail(t, f"pending state is {self.pending_state}")
+        same_producer = t.producer_id == self.producer_id and t.producer_epoch == self.producer_epoch
+        if t.state is TxnState.EMPTY:
+            bump = t.producer_epoch == self.producer_epoch + 1 or (
+                t.producer_epoch == 0 and t.producer_id != self.producer_id)
+            if (t.producer_epoch != self.producer_epoch and not bump) or t.partitions or t.txn_start_timestamp != -1:
+                self._fail(t, "not an epoch bump")
+            self.producer_id = t.producer_id
+            self.last_producer_id = t.last_producer_id
+            self.producer_epoch = t.producer_epoch
+            self.last_producer_epoch = t.last_producer_epoch
+            self.txn_timeout_ms = t.txn_timeout_ms
+        elif t.state is TxnState.ONGOING:
+            if not same_producer or not self.partitions <= t.partitions or t.txn_timeout_ms != self.txn_timeout_ms:
+                self._fail(t, "partitions may only be added")
+            self.txn_start_timestamp = t.txn_start_timestamp
+            self.partitions |= t.partitions
+        elif t.state.is_prepare:
+            fence = t.state is TxnState.PREPARE_ABORT and t.producer_id == self.producer_id and \
+                t.producer_epoch == self.fence_epoch
+            if (not same_producer and not fence) or set(t.partitions) != self.partitions \
+                    or t.txn_timeout_ms != self.txn_timeout_ms or t.txn_start_timestamp != self.txn_start_timestamp:
+                self._fail(t, "the transaction changed")
+            self.producer_epoch = t.producer_epoch
+            self.last_producer_epoch = t.last_producer_epoch
+        elif t.state.is_complete:
+            if not same_producer or t.txn_timeout_ms != self.txn_timeout_ms or t.txn_start_timestamp == -1:
+                self._fail(t, "the transaction changed")
+            self.txn_start_timestamp = t.txn_start_timestamp
+            self.partitions.clear()
+        else:  # Dead is never completed (the id is removed), PrepareEpochFence never written
+            self._fail(t, "never completed")
+        self.txn_last_update_timestamp = t.txn_last_update_timestamp
+        self.pending_state = None
+        self.fence_epoch = None
+        self.state = t.state
+
+    def _fail(self, t: TxnTransitMetadata, why: str) -> None:
+        raise IllegalTransition(f"{self.transactional_id}: transition to {t} failed ({why}); now {self}")
 
     @classmethod
     def from_transit(cls, transactional_id: str, t: TxnTransitMetadata) -> TransactionMetadata:
+        """The metadata as loaded from ``__transaction_state``."""
         return cls(transactional_id, t.producer_id, t.last_producer_id, t.producer_epoch,
                    t.last_producer_epoch, t.txn_timeout_ms, t.state, set(t.partitions),
                    t.txn_start_timestamp, t.txn_last_update_timestamp)

@@ -1,35 +1,56 @@
-"""Transaction coordinator over the wire (raw protocol): errors and state as Kafka answers them."""
+"""Transaction coordinator over the wire (raw protocol, confluent-kafka): errors and state as
+Kafka answers them, fencing, timeouts, expiry, and recovery of PrepareCommit after kill -9."""
 
 from __future__ import annotations
 
+import re
 import struct
 import time
+import urllib.request
 from dataclasses import dataclass
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from protocol import records as rb
 from protocol.errors import ErrorCode
-from tests.support.clients import create_topic
+from tests.support.clients import consume_all, create_topic
 from tests.support.raw import RawClient, produce_request
 
+RETRY = (ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
+         ErrorCode.coordinator_not_available, ErrorCode.not_coordinator)
 
-def init_pid(c: RawClient, txn_id: str, timeout_ms: int = 60000, version: int = 4, pid: int = -1, epoch: int = -1):
-    fields = {"transactional_id": txn_id, "transaction_timeout": timeout_ms, "producer_id": pid, "producer_epoch": epoch}
+
+def find_coordinator(c: RawClient, txn_id: str):
     deadline = time.monotonic() + 15
     while True:
-        r = c.call(22, version, fields)
-        if r.error_code not in (ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress) \
-                or time.monotonic() > deadline:
+        r = c.call(10, 4, {"key_type": 1, "coordinator_keys": [txn_id]}).coordinators[0]
+        if r.error_code == 0 or time.monotonic() > deadline:
             return r
         time.sleep(0.05)
 
 
-def add_partitions(c: RawClient, txn_id: str, pid: int, epoch: int, topic: str, version: int = 3) -> int:
+def init_pid(c: RawClient, txn_id: str, timeout_ms: int = 60000, version: int = 4, pid: int = -1, epoch: int = -1,
+             retry=RETRY):
+    """InitProducerId as a client does it: find the coordinator, retry the retriable errors."""
+    find_coordinator(c, txn_id)
+    fields = {"transactional_id": txn_id, "transaction_timeout": timeout_ms, "producer_id": pid, "producer_epoch": epoch}
+    deadline = time.monotonic() + 15
+    while True:
+        r = c.call(22, version, fields)
+        if r.error_code not in retry or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def add_partitions(c: RawClient, txn_id: str, pid: int, epoch: int, topic: str, version: int = 3,
+                   partitions=(0,)) -> int | dict:
     r = c.call(24, version, {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
                              "v3_and_below_producer_epoch": epoch,
-                             "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
-    return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+                             "v3_and_below_topics": [{"name": topic, "partitions": list(partitions)}]})
+    codes = {(t.name, p.partition_index): p.partition_error_code
+             for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+    return codes[(topic, partitions[0])] if len(codes) == 1 else codes
 
 
 def end_txn(c: RawClient, txn_id: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
@@ -55,8 +76,7 @@ def describe(c: RawClient, txn_id: str) -> Described:
     name = txn_id.encode()
     c.send_frame(RawClient.header(65, 0, c.correlation_id) + bytes([2, len(name) + 1]) + name + b"\x00")
     frame = c.recv_frame()
-    pos = 4 + 1 + 4  # correlation id, header tags, throttle time
-    pos += 1  # array length (one state)
+    pos = 4 + 1 + 4 + 1  # correlation id, header tags, throttle time, array length (one state)
     (error,) = struct.unpack_from(">h", frame, pos)
     pos += 2
     strings = []
@@ -79,11 +99,23 @@ def wait_state(c: RawClient, txn_id: str, state: str, timeout: float = 10):
 
 
 def txn_produce(c: RawClient, topic: str, txn_id: str, pid: int, epoch: int, seq: int):
-    batch = bytes(rb.build_batch([(b"k", b"v")], timestamp=1, producer_id=pid, producer_epoch=epoch,
-                                 base_sequence=seq, transactional=True))
+    batch = bytes(rb.build_batch([(b"k", b"v")], timestamp=int(time.time() * 1000), producer_id=pid,
+                                 producer_epoch=epoch, base_sequence=seq, transactional=True))
     req = produce_request(topic, batch)
     req = type(req)(transactional_id=txn_id, acks=-1, timeout=req.timeout, topic_data=req.topic_data)
     return c.request(0, 9, req).responses[0].partition_responses[0].error_code
+
+
+def read_committed_end(c: RawClient, topic: str) -> int:
+    return c.call(2, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                        "timestamp": -1}]}]}).topics[0].partitions[0].offset
+
+
+def scrape(b) -> str:
+    url = re.search(r"metrics_listening\s+address=(\S+)", b.output()).group(1)
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
 
 
 @pytest.fixture
@@ -92,16 +124,24 @@ def topic(broker, topic_name):
     return topic_name
 
 
-def test_find_coordinator_for_transactions(broker):
+# --- FindCoordinator / InitProducerId ---------------------------------------------------------------
+
+def test_find_coordinator_for_transactions_both_layouts(broker):
     with RawClient(broker.bootstrap) as c:
-        r = c.call(10, 4, {"key_type": 1, "coordinator_keys": ["some-txn"]})
-        assert r.coordinators[0].error_code in (0, ErrorCode.coordinator_load_in_progress)
-        assert c.call(10, 3, {"key": "", "key_type": 1}).error_code == ErrorCode.invalid_request
+        r = find_coordinator(c, "some-txn")
+        assert (r.error_code, r.node_id, f"{r.host}:{r.port}") == (0, 1, broker.bootstrap)
+        v3 = c.call(10, 3, {"key": "some-txn", "key_type": 1})
+        assert (v3.error_code, v3.port) == (0, r.port)
+        assert c.call(10, 3, {"key": "", "key_type": 1}).error_code == 0  # as Kafka 4.3.1
 
 
-def test_timeout_above_max_is_invalid(broker, topic_name):
+def test_init_producer_id_argument_errors(broker, topic_name):
     with RawClient(broker.bootstrap) as c:
+        find_coordinator(c, topic_name)
         assert init_pid(c, topic_name, timeout_ms=900_001).error_code == ErrorCode.invalid_transaction_timeout
+        assert init_pid(c, topic_name, timeout_ms=0).error_code == ErrorCode.invalid_transaction_timeout
+        assert init_pid(c, topic_name, pid=5, epoch=-1).error_code == ErrorCode.invalid_request
+        assert init_pid(c, "").error_code == ErrorCode.invalid_request
 
 
 def test_commit_cycle_and_idempotent_end_txn_retry(broker, topic):
@@ -110,15 +150,43 @@ def test_commit_cycle_and_idempotent_end_txn_retry(broker, topic):
         r = init_pid(c, txn)
         assert r.error_code == 0 and r.producer_epoch == 0
         pid, epoch = r.producer_id, r.producer_epoch
+        d = describe(c, txn)
+        assert (d.transaction_state, d.transaction_start_time_ms, d.transaction_timeout_ms) == ("Empty", -1, 60000)
         assert end_txn(c, txn, pid, epoch, True) == ErrorCode.invalid_txn_state  # Empty
         assert add_partitions(c, txn, pid, epoch, topic) == 0
         assert describe(c, txn).transaction_state == "Ongoing"
         assert txn_produce(c, topic, txn, pid, epoch, 0) == 0
         assert end_txn(c, txn, pid, epoch, True) == 0
         wait_state(c, txn, "CompleteCommit")
+        assert read_committed_end(c, topic) == 2  # the record and its COMMIT marker
         assert end_txn(c, txn, pid, epoch, True) == 0  # a retried commit
         assert end_txn(c, txn, pid, epoch, False) == ErrorCode.invalid_txn_state
         assert init_pid(c, txn).producer_epoch == 1  # next incarnation bumps the epoch
+
+
+def test_add_partitions_with_an_unknown_partition_adds_nothing(broker, topic):
+    txn = f"{topic}-txn"
+    with RawClient(broker.bootstrap) as c:
+        r = init_pid(c, txn)
+        codes = add_partitions(c, txn, r.producer_id, r.producer_epoch, topic, partitions=(0, 7))
+        assert codes == {(topic, 0): ErrorCode.operation_not_attempted, (topic, 7): ErrorCode.unknown_topic_or_partition}
+        assert describe(c, txn).transaction_state == "Empty"
+
+
+def test_verify_only_add_partitions_v4(broker, topic):
+    txn = f"{topic}-txn"
+    with RawClient(broker.bootstrap) as c:
+        r = init_pid(c, txn)
+        assert add_partitions(c, txn, r.producer_id, r.producer_epoch, topic) == 0
+        create_topic(broker.bootstrap, f"{topic}-b", 1)
+        resp = c.call(24, 4, {"transactions": [{
+            "transactional_id": txn, "producer_id": r.producer_id, "producer_epoch": r.producer_epoch,
+            "verify_only": True, "topics": [{"name": topic, "partitions": [0]}, {"name": f"{topic}-b", "partitions": [0]}]}]})
+        codes = {(t.name, p.partition_index): p.partition_error_code
+                 for t in resp.results_by_transaction[0].topic_results for p in t.results_by_partition}
+        assert resp.error_code == 0
+        assert codes == {(topic, 0): 0, (f"{topic}-b", 0): ErrorCode.transaction_abortable}
+        assert describe(c, txn).transaction_state == "Ongoing"
 
 
 def test_unverified_transactional_produce_is_refused(broker, topic):
@@ -128,6 +196,8 @@ def test_unverified_transactional_produce_is_refused(broker, topic):
         # The partition was never added to the transaction (KIP-890 verification).
         assert txn_produce(c, topic, txn, r.producer_id, r.producer_epoch, 0) == ErrorCode.invalid_txn_state
 
+
+# --- fencing -----------------------------------------------------------------------------------------
 
 def test_new_incarnation_fences_the_old_and_aborts_its_transaction(broker, topic):
     txn = f"{topic}-txn"
@@ -141,6 +211,7 @@ def test_new_incarnation_fences_the_old_and_aborts_its_transaction(broker, topic
         new = init_pid(c, txn)
         assert new.error_code == 0 and new.producer_epoch == old.producer_epoch + 2
         assert describe(c, txn).transaction_state == "Empty"
+        assert read_committed_end(c, topic) == 2  # the aborted record and its ABORT marker
         # The zombie: fenced on every coordinator call, by version.
         assert end_txn(c, txn, old.producer_id, old.producer_epoch, True) == ErrorCode.producer_fenced
         assert end_txn(c, txn, old.producer_id, old.producer_epoch, True, version=1) == \
@@ -153,7 +224,9 @@ def test_new_incarnation_fences_the_old_and_aborts_its_transaction(broker, topic
 
 def test_unknown_producer_id_mapping(broker, topic):
     with RawClient(broker.bootstrap) as c:
+        find_coordinator(c, f"{topic}-nobody")
         assert add_partitions(c, f"{topic}-nobody", 12345, 0, topic) == ErrorCode.invalid_producer_id_mapping
+        assert end_txn(c, f"{topic}-nobody", 12345, 0, True) == ErrorCode.invalid_producer_id_mapping
         assert describe(c, f"{topic}-nobody").error_code == ErrorCode.transactional_id_not_found
 
 
@@ -163,11 +236,36 @@ def test_kip360_bump_with_current_epoch(broker, topic):
         r = init_pid(c, txn)
         bumped = init_pid(c, txn, pid=r.producer_id, epoch=r.producer_epoch)
         assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, r.producer_id, r.producer_epoch + 1)
+        retried = init_pid(c, txn, pid=r.producer_id, epoch=r.producer_epoch)
+        assert (retried.error_code, retried.producer_epoch) == (0, r.producer_epoch + 1)
         stale = init_pid(c, txn, pid=r.producer_id, epoch=r.producer_epoch + 5)
         assert stale.error_code == ErrorCode.producer_fenced
         assert init_pid(c, txn, version=3, pid=r.producer_id, epoch=r.producer_epoch + 5).error_code == \
             ErrorCode.invalid_producer_epoch
 
+
+def test_confluent_kafka_producer_is_fenced_by_a_second_incarnation(broker, topic):
+    txn = f"{topic}-cfk"
+    conf = {"bootstrap.servers": broker.bootstrap, "transactional.id": txn, "linger.ms": 5}
+    first = Producer(conf)
+    first.init_transactions(20)
+    first.begin_transaction()
+    first.produce(topic, b"zombie")
+    first.flush(10)
+    second = Producer(conf)
+    second.init_transactions(30)  # fences the first and aborts its transaction
+    second.begin_transaction()
+    second.produce(topic, b"winner")
+    second.commit_transaction(30)
+    with pytest.raises(KafkaException) as err:
+        first.commit_transaction(10)
+    assert err.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                                        KafkaError.INVALID_PRODUCER_EPOCH)
+    values = [m.value() for m in consume_all(broker.bootstrap, topic, 1, 1, **{"isolation.level": "read_committed"})]
+    assert values == [b"winner"]
+
+
+# --- timeouts, expiry, restart ------------------------------------------------------------------------
 
 def test_stalled_transaction_is_aborted_on_timeout(own_broker, topic_name):
     b = own_broker(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"})
@@ -180,7 +278,33 @@ def test_stalled_transaction_is_aborted_on_timeout(own_broker, topic_name):
         d = wait_state(c, txn, "CompleteAbort")
         assert d.producer_epoch == r.producer_epoch + 1
         assert end_txn(c, txn, r.producer_id, r.producer_epoch, True) == ErrorCode.producer_fenced
-    assert "transaction timed out" in b.output()
+        assert read_committed_end(c, topic_name) == 2
+    assert re.search(r"txn_forced_abort.*transaction timed out", b.output())
+    text = scrape(b)
+    assert re.search(r'kbroker_transaction_coordinator_events_total\{event="aborted",reason="transaction timed out"\} 1', text)
+
+
+def test_idle_transactional_id_expires(own_broker, topic_name):
+    b = own_broker(**{"transactional.id.expiration.ms": "1000",
+                      "transaction.remove.expired.transaction.cleanup.interval.ms": "200"})
+    create_topic(b.bootstrap, topic_name, 1)
+    txn = f"{topic_name}-txn"
+    with RawClient(b.bootstrap) as c:
+        r = init_pid(c, txn)
+        deadline = time.monotonic() + 10
+        while describe(c, txn).error_code == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert describe(c, txn).error_code == ErrorCode.transactional_id_not_found
+        assert add_partitions(c, txn, r.producer_id, r.producer_epoch, topic_name) == \
+            ErrorCode.invalid_producer_id_mapping
+    assert "txn_id_expired" in b.output()
+    b.restart()  # the tombstone is durable: still gone after a restart
+    with RawClient(b.bootstrap) as c:
+        find_coordinator(c, txn)
+        deadline = time.monotonic() + 10
+        while describe(c, txn).error_code == ErrorCode.coordinator_load_in_progress and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert describe(c, txn).error_code == ErrorCode.transactional_id_not_found
 
 
 def test_prepare_commit_survives_kill9(own_broker, topic_name):
@@ -194,16 +318,19 @@ def test_prepare_commit_survives_kill9(own_broker, topic_name):
         assert end_txn(c, txn, r.producer_id, r.producer_epoch, True) == 0
         time.sleep(0.5)
         assert describe(c, txn).transaction_state == "PrepareCommit"
+        assert read_committed_end(c, topic_name) == 0  # no marker: the LSO is held
     b.kill9()
     b.overrides.pop("test.fault.points")
     b.start()
     with RawClient(b.bootstrap) as c:
         wait_state(c, txn, "CompleteCommit")
-        lso = c.call(2, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
-            {"name": topic_name, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                                 "timestamp": -1}]}]}).topics[0].partitions[0].offset
-        assert lso == 2  # the record and its COMMIT marker
+        assert read_committed_end(c, topic_name) == 2  # the record and its COMMIT marker
+        nxt = init_pid(c, txn)
+        assert (nxt.error_code, nxt.producer_id, nxt.producer_epoch) == (0, r.producer_id, r.producer_epoch + 1)
+    assert "txn_completing_after_load" in b.output()
 
+
+# --- describe / list -------------------------------------------------------------------------------------
 
 def test_list_transactions_filters(broker, topic):
     txn = f"{topic}-txn"
@@ -212,6 +339,48 @@ def test_list_transactions_filters(broker, topic):
         assert add_partitions(c, txn, r.producer_id, r.producer_epoch, topic) == 0
         resp = c.call(66, 1, {"state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [r.producer_id],
                               "duration_filter": -1})
-        assert resp.unknown_state_filters == ("Bogus",)
+        assert resp.error_code == 0 and resp.unknown_state_filters == ("Bogus",)
         assert [(t.transactional_id, t.transaction_state) for t in resp.transaction_states] == [(txn, "Ongoing")]
+        resp = c.call(66, 1, {"state_filters": [], "producer_id_filters": [r.producer_id],
+                              "duration_filter": 3_600_000})
+        assert resp.transaction_states == ()
+        d = describe(c, txn)
+        assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("Ongoing", r.producer_id, r.producer_epoch)
         assert end_txn(c, txn, r.producer_id, r.producer_epoch, False) == 0
+
+
+# --- offsets in a transaction --------------------------------------------------------------------------
+
+def txn_offset_commit(c: RawClient, txn: str, group: str, pid: int, epoch: int, topic: str, offset: int,
+                      version: int = 3) -> int:
+    r = c.call(28, version, {"transactional_id": txn, "group_id": group, "producer_id": pid,
+                             "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                             "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                                 {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                                  "committed_metadata": ""}]}]})
+    return r.topics[0].partitions[0].error_code
+
+
+def committed(c: RawClient, group: str, topic: str, require_stable: bool = True):
+    r = c.call(9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+                      "require_stable": require_stable})
+    p = r.topics[0].partitions[0]
+    return p.error_code, p.committed_offset
+
+
+def test_offsets_commit_with_the_transaction(broker, topic):
+    txn, group = f"{topic}-txn", f"{topic}-group"
+    with RawClient(broker.bootstrap) as c:
+        r = init_pid(c, txn)
+        pid, epoch = r.producer_id, r.producer_epoch
+        c.call(10, 3, {"key": group, "key_type": 0})
+        # Not added with AddOffsetsToTxn first: refused by KIP-890 verification.
+        assert txn_offset_commit(c, txn, group, pid, epoch, topic, 5) == ErrorCode.invalid_txn_state
+        assert c.call(25, 3, {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch,
+                              "group_id": group}).error_code == 0
+        assert txn_offset_commit(c, txn, group, pid, epoch, topic, 5) == 0
+        assert committed(c, group, topic) == (ErrorCode.unstable_offset_commit, -1)
+        assert txn_offset_commit(c, txn, group, pid, epoch + 1, topic, 6) == ErrorCode.invalid_producer_epoch
+        assert end_txn(c, txn, pid, epoch, True) == 0
+        wait_state(c, txn, "CompleteCommit")
+        assert committed(c, group, topic) == (0, 5)

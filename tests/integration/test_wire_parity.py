@@ -34,6 +34,7 @@ def apache_kafka():
 
     with kraft_broker() as kb:
         create_topic(kb.bootstrap, TOPIC, 1)
+        _wait_until_writable(kb.bootstrap)
         yield kb.bootstrap
 
 
@@ -41,6 +42,16 @@ def apache_kafka():
 def ours(broker):
     create_topic(broker.bootstrap, TOPIC, 1)
     return broker.bootstrap
+
+
+def _wait_until_writable(bootstrap: str, timeout: float = 30.0) -> None:
+    """Right after CreateTopics Kafka may still answer NOT_LEADER_OR_FOLLOWER."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while _produce_outcome(bootstrap, bytes(good_batch())) != "none":
+        assert time.monotonic() < deadline, "Apache Kafka never accepted a produce"
+        time.sleep(0.2)
 
 
 def _produce_outcome(bootstrap: str, records: bytes, version: int = 9) -> str:

@@ -1,0 +1,326 @@
+"""The marker channel: WriteTxnMarkers to every partition of a completing transaction, then
+CompleteCommit/CompleteAbort (Kafka's ``TransactionMarkerChannelManager`` and
+``TransactionMarkerRequestCompletionHandler``).
+
+A transaction is handed over once PrepareCommit/PrepareAbort is durable, with its
+Complete* transition already prepared (pending, so the producer's next calls get
+CONCURRENT_TRANSACTIONS). Its partitions are grouped by leader; each leader has a queue and a
+sender that drains it into one WriteTxnMarkers v1 request (one marker per transaction) and
+keeps up to ``MAX_IN_FLIGHT`` requests pipelined on the network client. This broker's own
+partitions go the same way, over the network. Per partition answer:
+
+- NONE, UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION: the partition is done;
+- UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+  REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, or a failed request: retried after a back-off, with
+  the leader looked up again;
+- INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: the transaction's markers are
+  cancelled (a newer producer epoch or coordinator took over); no Complete* is written.
+
+A partition whose topic is gone is dropped; one without a leader waits for one. Before each
+answer is applied the coordinator epoch is checked: a transaction whose ``__transaction_state``
+partition moved away or was reloaded is cancelled. When no partition is left, Complete* is
+appended (retried while COORDINATOR_NOT_AVAILABLE).
+
+Test fault point ``txn.markers.pause`` (config ``test.fault.points``) holds every send.
+
+Differs from Kafka: an unexpected per-partition error (Kafka: IllegalStateException, the
+transaction stalls until the coordinator moves) is logged and retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+from .services import TxnServices
+from .state import TransactionMetadata, TxnState, TxnTransitMetadata
+from .state_manager import TXN_TOPIC, TransactionStateManager
+
+log = structlog.get_logger("coordinator.transaction.markers")
+
+WRITE_TXN_MARKERS = 27
+WRITE_TXN_MARKERS_VERSION = 1
+MAX_IN_FLIGHT = 5
+RETRY_BACKOFF_S = 0.02
+MAX_RETRY_BACKOFF_S = 1.0
+PAUSE_POLL_S = 0.1
+PAUSE_FAULT = "txn.markers.pause"
+
+RETRIABLE = frozenset({
+    ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+    ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
+    ErrorCode.request_timed_out, ErrorCode.kafka_storage_error,
+})
+DONE = frozenset({0, ErrorCode.unsupported_for_message_format, ErrorCode.unsupported_version})
+CANCEL = frozenset({ErrorCode.invalid_producer_epoch, ErrorCode.transaction_coordinator_fenced})
+
+
+@dataclass(eq=False, slots=True)
+class PendingMarkers:
+    """One transaction whose outcome is being written to its partitions."""
+
+    transactional_id: str
+    coordinator_epoch: int
+    commit: bool
+    meta: TransactionMetadata
+    complete: TxnTransitMetadata
+    producer_id: int
+    producer_epoch: int
+    done: asyncio.Future
+    attempts: int = 0
+    completing: bool = False
+    in_queue: set[tuple[str, int]] = field(default_factory=set)
+
+
+class TransactionMarkerChannel:
+    def __init__(self, services: TxnServices, state_manager: TransactionStateManager) -> None:
+        self.s = services
+        self.sm = state_manager
+        self.pending: dict[str, PendingMarkers] = {}
+        self.queues: dict[int, list[tuple[PendingMarkers, set[tuple[str, int]]]]] = {}
+        self.wakeups: dict[int, asyncio.Event] = {}
+        self.senders: dict[int, asyncio.Task] = {}
+        self.tasks: set[asyncio.Task] = set()
+        faults = {f.strip() for f in str(self.s.config("test.fault.points") or "").split(",")}
+        self.paused = PAUSE_FAULT in faults
+
+    # --- handing over ---------------------------------------------------------------------------
+
+    def add_markers_to_send(self, coordinator_epoch: int, meta: TransactionMetadata,
+                            complete: TxnTransitMetadata) -> None:
+        """Propagate the outcome of ``meta`` (PrepareCommit/PrepareAbort, Complete* pending)."""
+        txn_id = meta.transactional_id
+        pm = PendingMarkers(txn_id, coordinator_epoch, complete.state is TxnState.COMPLETE_COMMIT, meta,
+                            complete, meta.producer_id, meta.producer_epoch,
+                            asyncio.get_running_loop().create_future())
+        old = self.pending.get(txn_id)
+        if old is not None:
+            self._finish(old)
+        self.pending[txn_id] = pm
+        log.debug("txn_markers_queued", transactional_id=txn_id, commit=pm.commit,
+                  partitions=len(meta.partitions))
+        self._enqueue(pm, set(meta.partitions))
+
+    async def wait_for_completion(self, transactional_id: str, timeout: float) -> None:
+        pm = self.pending.get(transactional_id)
+        if pm is not None and not self.paused:
+            await asyncio.wait({pm.done}, timeout=timeout)
+
+    def remove_markers_for_partition(self, partition: int) -> None:
+        """The ``__transaction_state`` partition moved away or is reloaded: stop its sends."""
+        for txn_id, pm in list(self.pending.items()):
+            if self.sm.partition_for(txn_id) == partition:
+                self._finish(pm)
+
+    async def stop(self) -> None:
+        tasks = [*self.senders.values(), *self.tasks]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for pm in list(self.pending.values()):
+            self._finish(pm)
+
+    # --- queues ---------------------------------------------------------------------------------
+
+    def _current(self, pm: PendingMarkers) -> bool:
+        return self.pending.get(pm.transactional_id) is pm
+
+    def _finish(self, pm: PendingMarkers) -> None:
+        if self.pending.get(pm.transactional_id) is pm:
+            del self.pending[pm.transactional_id]
+        if not pm.done.done():
+            pm.done.set_result(None)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _enqueue(self, pm: PendingMarkers, tps: set[tuple[str, int]]) -> None:
+        """Group ``tps`` by their current leader and queue them; then maybe complete."""
+        if not self._current(pm):
+            return
+        unknown: set[tuple[str, int]] = set()
+        by_node: dict[int, set[tuple[str, int]]] = {}
+        for tp in tps:
+            if tp not in pm.meta.partitions:
+                continue
+            leader = self.s.leader(*tp)
+            if leader is None:
+                # The topic or partition is gone: nothing to mark.
+                log.info("txn_marker_partition_dropped", transactional_id=pm.transactional_id,
+                         topic=tp[0], partition=tp[1], reason="partition no longer exists")
+                pm.meta.remove_partition(tp)
+            elif leader[0] < 0:
+                unknown.add(tp)
+            else:
+                by_node.setdefault(leader[0], set()).add(tp)
+        for node, node_tps in by_node.items():
+            pm.in_queue |= node_tps
+            self.queues.setdefault(node, []).append((pm, node_tps))
+            self._wake(node)
+        if unknown:
+            self._retry_later(pm, unknown)
+        self._maybe_complete(pm)
+
+    def _retry_later(self, pm: PendingMarkers, tps: set[tuple[str, int]]) -> None:
+        pm.attempts += 1
+        delay = min(RETRY_BACKOFF_S * (2 ** min(pm.attempts, 10)), MAX_RETRY_BACKOFF_S)
+        pm.in_queue |= tps
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            pm.in_queue -= tps
+            self._enqueue(pm, tps)
+
+        self._spawn(later())
+
+    def _wake(self, node: int) -> None:
+        event = self.wakeups.get(node)
+        if event is None:
+            event = self.wakeups[node] = asyncio.Event()
+        event.set()
+        task = self.senders.get(node)
+        if task is None or task.done():
+            self.senders[node] = asyncio.get_running_loop().create_task(self._sender(node))
+
+    async def _sender(self, node: int) -> None:
+        """Drain ``node``'s queue into pipelined WriteTxnMarkers requests."""
+        queue = self.queues.setdefault(node, [])
+        wakeup = self.wakeups[node]
+        in_flight = asyncio.Semaphore(MAX_IN_FLIGHT)
+        while True:
+            await wakeup.wait()
+            wakeup.clear()
+            while queue:
+                if self.paused:
+                    await asyncio.sleep(PAUSE_POLL_S)
+                    continue
+                await in_flight.acquire()
+                entries = self._drain(queue)
+                if not entries:
+                    in_flight.release()
+                    continue
+                task = asyncio.get_running_loop().create_task(self._send(node, entries))
+                self.tasks.add(task)
+                task.add_done_callback(lambda t: (self.tasks.discard(t), in_flight.release()))
+
+    def _drain(self, queue: list) -> dict[PendingMarkers, set[tuple[str, int]]]:
+        entries: dict[PendingMarkers, set[tuple[str, int]]] = {}
+        batch, queue[:] = list(queue), []
+        for pm, tps in batch:
+            if self._current(pm):
+                entries.setdefault(pm, set()).update(tps)
+        return entries
+
+    # --- sending and answers ----------------------------------------------------------------------
+
+    async def _send(self, node: int, entries: dict[PendingMarkers, set[tuple[str, int]]]) -> None:
+        markers = []
+        for pm, tps in entries.items():
+            topics: dict[str, list[int]] = {}
+            for topic, p in sorted(tps):
+                topics.setdefault(topic, []).append(p)
+            markers.append({"producer_id": pm.producer_id, "producer_epoch": pm.producer_epoch,
+                            "transaction_result": pm.commit,
+                            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+                            "coordinator_epoch": pm.coordinator_epoch})
+        try:
+            response = await self.s.send_request(node, WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
+                                                 {"markers": markers})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # disconnected, timed out, unreachable: retry everything
+            log.info("txn_marker_send_failed", node_id=node, transactions=len(entries), error=str(exc))
+            for pm, tps in entries.items():
+                pm.in_queue -= tps
+                if self._check_coordinator(pm):
+                    self._retry_later(pm, tps)
+            return
+        results: dict[int, dict[tuple[str, int], int]] = {}
+        for m in response.markers:
+            codes = results.setdefault(m.producer_id, {})
+            for t in m.topics:
+                for part in t.partitions:
+                    codes[(t.name, part.partition_index)] = int(part.error_code)
+        for pm, tps in entries.items():
+            pm.in_queue -= tps
+            self._on_response(pm, tps, results.get(pm.producer_id, {}))
+
+    def _check_coordinator(self, pm: PendingMarkers) -> bool:
+        """Still ours at the same coordinator epoch? Otherwise cancel (Kafka's completion handler)."""
+        if not self._current(pm):
+            return False
+        error, found = self.sm.get_transaction_state(pm.transactional_id)
+        if error or found is None or found.coordinator_epoch != pm.coordinator_epoch or found.meta is not pm.meta:
+            log.info("txn_markers_cancelled", transactional_id=pm.transactional_id,
+                     reason="coordinator moved or reloaded",
+                     error=ErrorCode(error).name if error else None)
+            self._finish(pm)
+            return False
+        return True
+
+    def _on_response(self, pm: PendingMarkers, tps: set[tuple[str, int]], codes: dict[tuple[str, int], int]) -> None:
+        if not self._check_coordinator(pm):
+            return
+        retry: set[tuple[str, int]] = set()
+        for tp in tps:
+            code = codes.get(tp, ErrorCode.unknown_topic_or_partition)
+            if code in DONE:
+                if tp in pm.meta.partitions:
+                    pm.meta.remove_partition(tp)
+            elif code in CANCEL:
+                log.warning("txn_markers_cancelled", transactional_id=pm.transactional_id,
+                            topic=tp[0], partition=tp[1], error=ErrorCode(code).name,
+                            reason="a newer producer epoch or coordinator wrote to the partition")
+                self._finish(pm)
+                return
+            else:
+                if code not in RETRIABLE:
+                    log.error("txn_marker_unexpected_error", transactional_id=pm.transactional_id,
+                              topic=tp[0], partition=tp[1], error=_name(code))
+                retry.add(tp)
+        if retry:
+            self._retry_later(pm, retry)
+        self._maybe_complete(pm)
+
+    def _maybe_complete(self, pm: PendingMarkers) -> None:
+        if pm.completing or not self._current(pm) or pm.meta.partitions or pm.in_queue:
+            return
+        pm.completing = True
+        self._spawn(self._write_completion(pm))
+
+    async def _write_completion(self, pm: PendingMarkers) -> None:
+        """Every partition has its marker: append CompleteCommit/CompleteAbort."""
+        backoff = RETRY_BACKOFF_S
+        while self._current(pm):
+            error = await self.sm.append_transaction_to_log(pm.transactional_id, pm.coordinator_epoch,
+                                                            pm.complete, retry_on_error=True)
+            if error == ErrorCode.coordinator_not_available:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
+                continue
+            if error:
+                log.warning("txn_completion_not_written", transactional_id=pm.transactional_id,
+                            error=_name(error), topic=TXN_TOPIC)
+            else:
+                log.debug("txn_completed", transactional_id=pm.transactional_id,
+                          state=pm.complete.state.state_name, producer_id=pm.producer_id,
+                          producer_epoch=pm.producer_epoch)
+            break
+        self._finish(pm)
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

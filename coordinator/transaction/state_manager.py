@@ -1,0 +1,316 @@
+"""The transaction metadata of the ``__transaction_state`` partitions this broker leads
+(Kafka's ``TransactionStateManager``).
+
+Owns: which partitions are loading or owned, and at which coordinator epoch (the partition's
+leader epoch); the cache of :class:`TransactionMetadata` per partition; loading a partition
+from its log in a worker thread (``COORDINATOR_LOAD_IN_PROGRESS`` meanwhile, progress
+logged); ``append_transaction_to_log``, the only way a transition reaches memory; the
+timed-out and expired transactional ids; unloading on resignation.
+
+Differs from Kafka: no read/write state lock (one event loop; a partition is installed or
+removed between two awaits); the last producer id/epoch are not persisted (value v0, as Kafka
+3.x without transaction.version 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import structlog
+
+from protocol import records as rb
+from protocol.errors import ErrorCode
+
+from . import log as txn_log
+from .services import TxnServices
+from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitMetadata
+
+log = structlog.get_logger("coordinator.transaction")
+
+TXN_TOPIC = "__transaction_state"
+LOAD_ATTEMPTS = 3
+DEFAULT_REQUEST_TIMEOUT_MS = 30000
+
+
+@dataclass(slots=True)
+class TxnPartitionCache:
+    coordinator_epoch: int
+    txns: dict[str, TransactionMetadata] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CoordinatorEpochAndMetadata:
+    coordinator_epoch: int
+    meta: TransactionMetadata
+
+
+# Loaded transactions in PrepareCommit/PrepareAbort: (coordinator epoch, metadata, Complete* transit).
+PendingCompletion = Callable[[int, TransactionMetadata, TxnTransitMetadata], None]
+
+
+def append_error(code: int) -> int:
+    """Kafka's mapping of a failed ``__transaction_state`` append to a coordinator error."""
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return ErrorCode.unknown_server_error
+    return code
+
+
+class TransactionStateManager:
+    def __init__(self, services: TxnServices) -> None:
+        self.s = services
+        self.cache: dict[int, TxnPartitionCache] = {}
+        self.loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
+        self.load_tasks: dict[int, asyncio.Task] = {}
+        # Set by the coordinator: hands loaded Prepare* transactions to the marker channel.
+        self.on_pending_completion: PendingCompletion | None = None
+
+    # --- partitions -----------------------------------------------------------------------------
+
+    def partition_count(self) -> int:
+        return self.s.partition_count(TXN_TOPIC) or self.s.config("transaction.state.log.num.partitions")
+
+    def partition_for(self, transactional_id: str) -> int:
+        return txn_log.partition_for(transactional_id, self.partition_count())
+
+    def topic_configs(self) -> dict[str, str]:
+        """Kafka's ``transactionTopicConfigs``."""
+        return {
+            "cleanup.policy": "compact",
+            "compression.type": "uncompressed",
+            "unclean.leader.election.enable": "false",
+            "min.insync.replicas": str(self.s.config("transaction.state.log.min.isr")),
+            "segment.bytes": str(self.s.config("transaction.state.log.segment.bytes")),
+        }
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self.loading)
+
+    def owned_partitions(self) -> list[int]:
+        return sorted(self.cache)
+
+    def get_transaction_state(self, transactional_id: str) -> tuple[int, CoordinatorEpochAndMetadata | None]:
+        """(error, metadata or None): LOAD_IN_PROGRESS while loading, NOT_COORDINATOR if not owned."""
+        p = self.partition_for(transactional_id)
+        if p in self.loading:
+            return ErrorCode.coordinator_load_in_progress, None
+        entry = self.cache.get(p)
+        if entry is None:
+            return ErrorCode.not_coordinator, None
+        meta = entry.txns.get(transactional_id)
+        return 0, None if meta is None else CoordinatorEpochAndMetadata(entry.coordinator_epoch, meta)
+
+    def put_transaction_state_if_not_exists(self, meta: TransactionMetadata) -> tuple[int, CoordinatorEpochAndMetadata | None]:
+        p = self.partition_for(meta.transactional_id)
+        if p in self.loading:
+            return ErrorCode.coordinator_load_in_progress, None
+        entry = self.cache.get(p)
+        if entry is None:
+            return ErrorCode.not_coordinator, None
+        existing = entry.txns.setdefault(meta.transactional_id, meta)
+        return 0, CoordinatorEpochAndMetadata(entry.coordinator_epoch, existing)
+
+    def all_transactions(self) -> Iterator[tuple[int, TransactionMetadata]]:
+        for entry in list(self.cache.values()):
+            for meta in list(entry.txns.values()):
+                yield entry.coordinator_epoch, meta
+
+    # --- election and resignation ------------------------------------------------------------------
+
+    def install_empty(self, partition: int, coordinator_epoch: int) -> None:
+        """A partition just created here: nothing to load."""
+        self.loading.pop(partition, None)
+        self.cache[partition] = TxnPartitionCache(coordinator_epoch)
+
+    def start_loading(self, partition: int, coordinator_epoch: int) -> None:
+        """Kafka's ``loadTransactionsForTxnTopicPartition``: load in the background."""
+        self.remove_transactions_for_partition(partition)
+        self.loading[partition] = coordinator_epoch
+        task = asyncio.get_running_loop().create_task(self._load(partition, coordinator_epoch))
+        self.load_tasks[partition] = task
+        task.add_done_callback(lambda t, p=partition: self.load_tasks.get(p) is t and self.load_tasks.pop(p))
+
+    def remove_transactions_for_partition(self, partition: int, coordinator_epoch: int | None = None) -> None:
+        """Kafka's ``removeTransactionsForTxnTopicPartition`` (resignation)."""
+        if coordinator_epoch is None or self.loading.get(partition) == coordinator_epoch:
+            self.loading.pop(partition, None)
+        entry = self.cache.get(partition)
+        if entry is not None and (coordinator_epoch is None or entry.coordinator_epoch <= coordinator_epoch):
+            del self.cache[partition]
+            log.info("txn_partition_unloaded", topic=TXN_TOPIC, partition=partition,
+                     transactional_ids=len(entry.txns))
+
+    async def _load(self, partition: int, coordinator_epoch: int) -> None:
+        started = time.monotonic()
+        loaded: dict[str, TxnTransitMetadata] | None = None
+        records = 0
+        for attempt in range(1, LOAD_ATTEMPTS + 1):
+            try:
+                loaded, records = await asyncio.to_thread(self._read_partition, partition)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # e.g. a segment swapped by the cleaner under the reader: retry
+                log.exception("txn_partition_load_failed", topic=TXN_TOPIC, partition=partition,
+                              attempt=attempt, attempts=LOAD_ATTEMPTS)
+                await asyncio.sleep(0.1 * attempt)
+        if self.loading.get(partition) != coordinator_epoch:
+            return  # resigned (or re-elected) meanwhile
+        if loaded is None:
+            self.loading.pop(partition, None)
+            return
+        entry = TxnPartitionCache(coordinator_epoch)
+        pending: list[tuple[TransactionMetadata, TxnTransitMetadata]] = []
+        now = self.s.now_ms()
+        for txn_id, transit in loaded.items():
+            meta = entry.txns[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
+            if meta.state.is_prepare:
+                pending.append((meta, meta.prepare_complete(now)))
+        self.cache[partition] = entry
+        # Out of loading before the markers go, so that their Complete* append is not refused.
+        self.loading.pop(partition, None)
+        if records or pending:
+            log.info("txn_partition_loaded", topic=TXN_TOPIC, partition=partition,
+                     coordinator_epoch=coordinator_epoch, records=records, transactional_ids=len(entry.txns),
+                     to_complete=len(pending), seconds=round(time.monotonic() - started, 3))
+        for meta, transit in pending:
+            log.info("txn_completing_after_load", transactional_id=meta.transactional_id,
+                     state=meta.state.state_name, producer_id=meta.producer_id,
+                     producer_epoch=meta.producer_epoch, partitions=len(meta.partitions))
+            if self.on_pending_completion is not None:
+                self.on_pending_completion(coordinator_epoch, meta, transit)
+
+    def _read_partition(self, partition: int) -> tuple[dict[str, TxnTransitMetadata], int]:
+        """Replay one partition (worker thread): the last value per id wins, tombstones delete."""
+        state: dict[str, TxnTransitMetadata] = {}
+        records = 0
+        for batch in self.s.read_batches(TXN_TOPIC, partition):
+            header, recs = rb.decode_records(batch)
+            if header.is_control:
+                continue
+            for rec in recs:
+                records += 1
+                if rec.key is None:
+                    continue
+                txn_id = txn_log.decode_key(rec.key)
+                if rec.value is None:
+                    state.pop(txn_id, None)
+                else:
+                    state[txn_id] = txn_log.decode_value(rec.value)
+        return state, records
+
+    async def stop(self) -> None:
+        tasks = list(self.load_tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self.loading.clear()
+        self.cache.clear()
+
+    # --- appending ------------------------------------------------------------------------------
+
+    async def append_transaction_to_log(self, transactional_id: str, coordinator_epoch: int,
+                                        transit: TxnTransitMetadata, *, retry_on_error: bool = False) -> int:
+        """Write a prepared transition (acks=all), then complete it in memory (Kafka's
+        ``appendTransactionToLog``). On failure the pending state is reset, unless
+        ``retry_on_error`` and COORDINATOR_NOT_AVAILABLE (the caller retries)."""
+        error, found = self.get_transaction_state(transactional_id)
+        if error:
+            return error
+        if found is None or found.coordinator_epoch != coordinator_epoch:
+            return ErrorCode.not_coordinator
+        p = self.partition_for(transactional_id)
+        now = self.s.now_ms()
+        batch = rb.build_batch([(txn_log.encode_key(transactional_id), txn_log.encode_value(transit))],
+                               timestamp=now)
+        code = await self.s.append(TXN_TOPIC, p, bytes(batch), transit.txn_timeout_ms)
+        error = append_error(code) if code else 0
+        after_error, after = self.get_transaction_state(transactional_id)
+        if not error:
+            if after_error:
+                error = after_error
+            elif after is None or after.coordinator_epoch != coordinator_epoch:
+                error = ErrorCode.not_coordinator
+            else:
+                try:
+                    after.meta.complete_transition(transit)
+                    return 0
+                except IllegalTransition:
+                    log.exception("txn_state_transition_failed", transactional_id=transactional_id)
+                    after.meta.abort_pending()
+                    return ErrorCode.unknown_server_error
+            log.info("txn_state_transition_dropped", transactional_id=transactional_id,
+                     state=transit.state.state_name, error=ErrorCode(error).name)
+            return error
+        log.warning("txn_state_append_failed", transactional_id=transactional_id, state=transit.state.state_name,
+                    error=_name(code), returned=_name(error))
+        if after is not None and after.coordinator_epoch == coordinator_epoch:
+            if not (retry_on_error and error == ErrorCode.coordinator_not_available):
+                after.meta.abort_pending()
+        return error
+
+    # --- timeouts and expiration -----------------------------------------------------------------
+
+    def timed_out_transactions(self, now: int) -> list[tuple[str, int, int]]:
+        """(transactional id, producer id, epoch) of every Ongoing transaction past its timeout."""
+        out = []
+        for p, entry in list(self.cache.items()):
+            if p in self.loading:
+                continue
+            for meta in entry.txns.values():
+                if (meta.state is TxnState.ONGOING and meta.pending_state is None
+                        and meta.txn_start_timestamp + meta.txn_timeout_ms < now):
+                    out.append((meta.transactional_id, meta.producer_id, meta.producer_epoch))
+        return out
+
+    async def remove_expired_transactional_ids(self) -> list[str]:
+        """Tombstone every idle id (Empty/Complete*, untouched for transactional.id.expiration.ms),
+        one batch per partition; the ids leave the cache once their tombstones are durable."""
+        now = self.s.now_ms()
+        limit = self.s.config("transactional.id.expiration.ms")
+        removed: list[str] = []
+        for p, entry in list(self.cache.items()):
+            if p in self.loading:
+                continue
+            expired = []
+            for meta in entry.txns.values():
+                if (meta.pending_state is None and meta.state.is_expiration_allowed
+                        and meta.txn_last_update_timestamp <= now - limit):
+                    expired.append((meta, meta.prepare_dead()))
+            if not expired:
+                continue
+            batch = rb.build_batch([(txn_log.encode_key(m.transactional_id), None) for m, _ in expired],
+                                   timestamp=now)
+            timeout = self.s.config("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS
+            code = await self.s.append(TXN_TOPIC, p, bytes(batch), timeout)
+            current = self.cache.get(p)
+            for meta, transit in expired:
+                if (code == 0 and current is not None and current.coordinator_epoch == entry.coordinator_epoch
+                        and current.txns.get(meta.transactional_id) is meta
+                        and meta.pending_state is TxnState.DEAD and meta.producer_epoch == transit.producer_epoch):
+                    del current.txns[meta.transactional_id]
+                    removed.append(meta.transactional_id)
+                else:
+                    log.warning("txn_id_expiry_failed", transactional_id=meta.transactional_id,
+                                error=_name(code), pending_state=str(meta.pending_state))
+                    meta.abort_pending()
+        return removed
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

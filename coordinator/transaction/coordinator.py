@@ -31,7 +31,7 @@ import structlog
 from protocol.errors import ErrorCode
 
 from .markers import TransactionMarkerChannel
-from .services import TxnServices
+from .services import TxnServices, cancel_and_wait
 from .state import (
     NO_PRODUCER_EPOCH,
     IllegalTransition,
@@ -102,14 +102,7 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self.active = False
-        tasks = list(self.tasks)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self.tasks)
         await self.markers.stop()
         await self.state.stop()
 

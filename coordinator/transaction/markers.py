@@ -36,7 +36,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from .services import TxnServices
+from .services import TxnServices, cancel_and_wait
 from .state import TransactionMetadata, TxnState, TxnTransitMetadata
 from .state_manager import TXN_TOPIC, TransactionStateManager
 
@@ -117,14 +117,7 @@ class TransactionMarkerChannel:
                 self._finish(pm)
 
     async def stop(self) -> None:
-        tasks = [*self.senders.values(), *self.tasks]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait([*self.senders.values(), *self.tasks])
         for pm in list(self.pending.values()):
             self._finish(pm)
 

@@ -25,7 +25,7 @@ from protocol import records as rb
 from protocol.errors import ErrorCode
 
 from . import log as txn_log
-from .services import TxnServices
+from .services import TxnServices, cancel_and_wait
 from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitMetadata
 
 log = structlog.get_logger("coordinator.transaction")
@@ -208,14 +208,7 @@ class TransactionStateManager:
         return state, records
 
     async def stop(self) -> None:
-        tasks = list(self.load_tasks.values())
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self.load_tasks.values())
         self.loading.clear()
         self.cache.clear()
 

@@ -138,7 +138,7 @@ def test_8_4_b_open_transaction_never_expires_only_times_out(eos_broker, topic_n
         assert produce(c, topic_name, batch([b"open"], pid, e, 0, transactional=True), txid).error_code == 0
         time.sleep(2 * EXPIRATION_MS / 1000)  # idle well past the expiration time
         d = describe_transaction(c, txid)
-        assert (d.error_code, d.state, d.producer_id, d.producer_epoch) == (ErrorCode.none, "Ongoing", pid, e), d
+        assert (d.error_code, d.transaction_state, d.producer_id, d.producer_epoch) == (ErrorCode.none, "Ongoing", pid, e), d
         wait_until(lambda: txn_state(c, txid) == "CompleteAbort", timeout_ms / 1000 + 15, "the timeout abort",
                    interval=0.05)
         assert time.monotonic() - began >= timeout_ms / 1000 - 0.5

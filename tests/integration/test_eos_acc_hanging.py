@@ -208,7 +208,7 @@ def test_killed_producer_open_transaction_is_not_hanging(eos_broker, topic_name)
 
     with raw(bs) as c:
         d = describe_transaction(c, txid)
-        assert d.state == "Ongoing", d
+        assert d.transaction_state == "Ongoing", d
         pid, epoch = d.producer_id, d.producer_epoch
         if txn_state(c, txid) == "Ongoing":
             e = producer_entry(c, topic_name, pid)

@@ -194,7 +194,7 @@ def test_kill9_after_prepare_durable_before_markers(own_broker, topic_name, comm
     prepared = "PrepareCommit" if commit else "PrepareAbort"
     with raw(b.bootstrap) as c:
         d = describe_transaction(c, txid)
-        assert d.state == prepared, d
+        assert d.transaction_state == prepared, d
         pid, epoch = d.producer_id, d.producer_epoch
         time.sleep(1.0)  # the fault point holds the markers: nothing changes
         assert txn_state(c, txid) == prepared
@@ -332,4 +332,4 @@ def test_8_7_init_transactions_after_restart_waits_for_the_load(own_broker, topi
         assert (r.producer_id, r.producer_epoch) == (pid, epoch + 1), "the loaded id must keep its producer id"
         for txid in ids[:5]:  # other __transaction_state partitions may still be loading
             d = wait_until(lambda t=txid: loaded(c, t), 30, f"{txid} to load")
-            assert (d.state, d.producer_id, d.producer_epoch) == ("Empty", *epochs[txid]), d
+            assert (d.transaction_state, d.producer_id, d.producer_epoch) == ("Empty", *epochs[txid]), d

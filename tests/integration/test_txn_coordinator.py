@@ -4,10 +4,8 @@ Kafka answers them, fencing, timeouts, expiry, and recovery of PrepareCommit aft
 from __future__ import annotations
 
 import re
-import struct
 import time
 import urllib.request
-from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -16,6 +14,7 @@ from protocol import records as rb
 from protocol.errors import ErrorCode
 from tests.support.clients import consume_all, create_topic
 from tests.support.raw import RawClient, produce_request
+from tests.support.raw import describe_transaction as describe
 
 RETRY = (ErrorCode.concurrent_transactions, ErrorCode.coordinator_load_in_progress,
          ErrorCode.coordinator_not_available, ErrorCode.not_coordinator)
@@ -56,36 +55,6 @@ def add_partitions(c: RawClient, txn_id: str, pid: int, epoch: int, topic: str, 
 def end_txn(c: RawClient, txn_id: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
     return c.call(26, version, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
                                 "committed": commit}).error_code
-
-
-@dataclass
-class Described:
-    error_code: int
-    transactional_id: str
-    transaction_state: str
-    transaction_timeout_ms: int
-    transaction_start_time_ms: int
-    producer_id: int
-    producer_epoch: int
-
-
-def describe(c: RawClient, txn_id: str) -> Described:
-    """DescribeTransactions v0, parsed by hand: kio's reader refuses the start time -1 that
-    Kafka sends for a transaction that has not started."""
-    c.correlation_id += 1
-    name = txn_id.encode()
-    c.send_frame(RawClient.header(65, 0, c.correlation_id) + bytes([2, len(name) + 1]) + name + b"\x00")
-    frame = c.recv_frame()
-    pos = 4 + 1 + 4 + 1  # correlation id, header tags, throttle time, array length (one state)
-    (error,) = struct.unpack_from(">h", frame, pos)
-    pos += 2
-    strings = []
-    for _ in range(2):
-        n = frame[pos] - 1
-        strings.append(frame[pos + 1 : pos + 1 + n].decode())
-        pos += 1 + n
-    timeout, start, pid, epoch = struct.unpack_from(">iqqh", frame, pos)
-    return Described(error, strings[0], strings[1], timeout, start, pid, epoch)
 
 
 def wait_state(c: RawClient, txn_id: str, state: str, timeout: float = 10):

@@ -45,7 +45,7 @@ import pytest
 
 from protocol import records as rb
 from protocol.errors import ErrorCode
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, TxnDescription, describe_transaction  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -293,72 +293,6 @@ def lso_hw(bs: str, topic: str, partition: int = 0) -> tuple[int, int]:
         return list_offset(c, topic, partition, READ_COMMITTED), list_offset(c, topic, partition, READ_UNCOMMITTED)
 
 
-@dataclass(frozen=True)
-class TxnDescription:
-    error_code: ErrorCode
-    transactional_id: str
-    transaction_state: str
-    transaction_timeout_ms: int
-    transaction_start_time_ms: int
-    producer_id: int
-    producer_epoch: int
-    topics: tuple
-
-
-def _compact_str(buf: bytes, pos: int) -> tuple[str | None, int]:
-    n, pos = _uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    return buf[pos:pos + n - 1].decode(), pos + n - 1
-
-
-def _skip_tags(buf: bytes, pos: int) -> int:
-    n, pos = _uvarint(buf, pos)
-    for _ in range(n):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    return pos
-
-
-def describe_transaction(c: RawClient, txn_id: str) -> TxnDescription:
-    """DescribeTransactions v0, decoded by hand (kio refuses the start time -1 of Empty)."""
-    import io
-
-    from kio.serial import entity_writer
-
-    from protocol.api import request_class
-    from protocol.codec import build
-
-    cls = request_class(65, 0)
-    out = io.BytesIO()
-    entity_writer(cls)(out, build(cls, {"transactional_ids": [txn_id]}))
-    c.correlation_id += 1
-    c.send_frame(c.header(65, 0, c.correlation_id) + out.getvalue())
-    frame = c.recv_frame()
-    if frame is None:
-        raise ConnectionError("broker closed the connection")
-    (cid,) = struct.unpack_from(">i", frame, 0)
-    assert cid == c.correlation_id
-    pos = _skip_tags(frame, 4) + 4  # response header tags, throttle_time_ms
-    n, pos = _uvarint(frame, pos)
-    assert n == 2, f"DescribeTransactions answered {n - 1} entries for one id"
-    (err,) = struct.unpack_from(">h", frame, pos)
-    tid, pos = _compact_str(frame, pos + 2)
-    state, pos = _compact_str(frame, pos)
-    timeout, start, pid, epoch = struct.unpack_from(">iqqh", frame, pos)
-    pos += 22
-    topics = []
-    nt, pos = _uvarint(frame, pos)
-    for _ in range(max(nt - 1, 0)):
-        name, pos = _compact_str(frame, pos)
-        np_, pos = _uvarint(frame, pos)
-        parts = struct.unpack_from(f">{np_ - 1}i", frame, pos)
-        pos = _skip_tags(frame, pos + 4 * (np_ - 1))
-        topics.append((name, tuple(parts)))
-    return TxnDescription(ErrorCode(err), tid, state, timeout, start, pid, epoch, tuple(topics))
-
-
 # =========================================================================== clients
 @dataclass(frozen=True)
 class Msg:
@@ -452,14 +386,3 @@ def data_batches(log_dir: str, topic: str, partition: int = 0) -> list[StoredBat
                                    h.base_sequence, h.is_transactional, control, coord_epoch,
                                    () if h.is_control else tuple(r.value for r in recs)))
     return out
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = out = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        out |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return out, pos
-        shift += 7

@@ -33,7 +33,7 @@ from protocol import records as rb
 from protocol.api import request_class
 from protocol.codec import build
 from protocol.errors import ErrorCode
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, TxnDescription, describe_transaction  # noqa: F401
 
 TARGET = os.environ.get("KBROKER_EOS_TARGET", "").strip().lower()
 IS_KAFKA = TARGET == "kafka"
@@ -257,72 +257,9 @@ def end_txn(c: RawClient, transactional_id: str, producer_id: int, producer_epoc
         time.sleep(0.1)
 
 
-@dataclass
-class TxnDescription:
-    error_code: int
-    transactional_id: str
-    state: str
-    timeout_ms: int
-    start_time_ms: int
-    producer_id: int
-    producer_epoch: int
-    partitions: list[tuple[str, int]]
-
-
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _compact_string(buf: bytes, pos: int) -> tuple[str | None, int]:
-    n, pos = _uvarint(buf, pos)
-    if n == 0:
-        return None, pos
-    return buf[pos:pos + n - 1].decode(), pos + n - 1
-
-
-def _skip_tags(buf: bytes, pos: int) -> int:
-    n, pos = _uvarint(buf, pos)
-    for _ in range(n):
-        _, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-    return pos
-
-
-def describe_transaction(c: RawClient, transactional_id: str) -> TxnDescription:
-    """DescribeTransactions v0 for one id (single broker: the coordinator is this broker)."""
-    body = call_bytes(c, 65, 0, {"transactional_ids": [transactional_id]}, flexible=True)
-    pos = 4  # throttle_time_ms
-    n, pos = _uvarint(body, pos)
-    assert n - 1 == 1, n
-    (err,) = struct.unpack_from(">h", body, pos)
-    pos += 2
-    txid, pos = _compact_string(body, pos)
-    state, pos = _compact_string(body, pos)
-    timeout, start, pid, epoch = struct.unpack_from(">iqqh", body, pos)
-    pos += 22
-    parts = []
-    nt, pos = _uvarint(body, pos)
-    for _ in range(max(nt - 1, 0)):
-        topic, pos = _compact_string(body, pos)
-        npart, pos = _uvarint(body, pos)
-        for _ in range(max(npart - 1, 0)):
-            parts.append((topic, struct.unpack_from(">i", body, pos)[0]))
-            pos += 4
-        pos = _skip_tags(body, pos)
-    return TxnDescription(err, txid, state, timeout, start, pid, epoch, parts)
-
-
 def txn_state(c: RawClient, transactional_id: str) -> str | None:
     s = describe_transaction(c, transactional_id)
-    return s.state if s.error_code == ErrorCode.none else None
+    return s.transaction_state if s.error_code == ErrorCode.none else None
 
 
 def describe_producers(c: RawClient, topic: str, partition: int = 0) -> list:

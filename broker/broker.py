@@ -12,9 +12,13 @@ import os
 import resource
 import struct
 import time
+import uuid
 
 import structlog
 
+from coordinator.controller.controller import Controller
+from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
+from coordinator.controller.metadata import BrokerRegistration
 from coordinator.controller.producer_ids import ProducerIdManager
 from coordinator.controller.store import MetadataStore
 from protocol import codec
@@ -26,6 +30,7 @@ from storage.log_manager import LogManager
 from .admin_util import load_dynamic_broker_configs
 from .config import BrokerConfig
 from .metrics import Metrics, serve_metrics
+from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import KafkaConnection
 
@@ -38,12 +43,22 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
+        self.incarnation_id = uuid.uuid4().hex
         self.host, self.port = config.advertised()
         self.metrics = Metrics()
         self.connections: set[KafkaConnection] = set()
-        self.log_manager = LogManager(config.log_dir)
-        self.metadata = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id)
-        self.replica_manager = ReplicaManager(self)
+        self.clustered = bool(config["metadata.etcd.endpoints"])
+        self.log_manager = LogManager(config.log_dir, replicated=self.clustered)
+        if self.clustered:
+            self.metadata = EtcdMetadataStore(
+                self.node_id, config["metadata.etcd.endpoints"], config["metadata.etcd.prefix"],
+                config["broker.session.timeout.ms"], on_connectivity=self.metrics.etcd_connected.set)
+        else:
+            self.metadata = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id)
+            self.metadata.register_self(self._registration())
+        self.replica_manager = ReplicaManager(config, self.metadata, self.log_manager, self.metrics,
+                                              self.node_id)
+        self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
         self.txn_coordinator = None
@@ -64,12 +79,17 @@ class Broker:
         log.info("log_recovery_started", log_dir=self.config.log_dir,
                  clean_shutdown=self.log_manager.had_clean_shutdown,
                  partitions=len(self.log_manager.existing_partitions()))
-        self.metadata.elect_self_leader_everywhere()
+        if self.clustered:
+            await self._join_cluster(self._registration())
+        else:
+            self.metadata.elect_self_leader_everywhere()
         load_dynamic_broker_configs(self)  # dynamic broker configs apply before partitions open
-        await asyncio.to_thread(self.replica_manager.open_all)
+        await asyncio.to_thread(self.replica_manager.open_assigned)
+        self.replica_manager.apply_delta(set(self.replica_manager.partitions), set())
         self.log_manager.mark_unclean()
         log.info("log_recovery_finished", partitions=len(self.replica_manager.partitions),
                  seconds=round(time.monotonic() - started, 3))
+        await self.producer_ids.start()
         from coordinator.group.coordinator import GroupCoordinator
         self.group_coordinator = GroupCoordinator(self)
         await self.group_coordinator.start()
@@ -79,6 +99,12 @@ class Broker:
         self.txn_services = BrokerTxnServices(self)
         self.txn_coordinator = TransactionCoordinator(self.txn_services)
         await self.txn_coordinator.start()
+        self.replica_manager.on_leader.append(self._coordinators_elected)
+        self.replica_manager.on_follower.append(self._coordinators_resigned)
+        if self.clustered:
+            self.metadata.listeners.append(self._on_metadata_change)
+            self.controller = Controller(self.metadata, self.config)
+            self.controller.start()
         bind_host, bind_port = self.config.listener()
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: KafkaConnection(self), bind_host or None,
@@ -86,6 +112,8 @@ class Broker:
         actual_port = self.server.sockets[0].getsockname()[1]
         if self.port == 0:
             self.port = actual_port
+            if not self.clustered:
+                self.metadata.register_self(self._registration())
         ml = self.config["metrics.listener"]
         if ml:
             mhost, _, mport = ml.rpartition(":")
@@ -99,6 +127,9 @@ class Broker:
                                                           self.config["log.flush.offset.checkpoint.interval.ms"])))
         self.tasks.append(loop.create_task(self._periodic(self._flush_pass, 1000)))
         self.tasks.append(loop.create_task(self._periodic(self._gauge_pass, 5000)))
+        if self.clustered:
+            self.tasks.append(loop.create_task(self._periodic(self._isr_pass,
+                                                              self.config["replica.lag.time.max.ms"] // 2)))
         if self.config["log.cleaner.enable"]:
             self.cleaner = LogCleaner()
             self.tasks.append(loop.create_task(self._periodic(self._cleaner_pass,
@@ -106,6 +137,76 @@ class Broker:
         log.info("broker_started", node_id=self.node_id, listener=f"{bind_host}:{actual_port}",
                  advertised=f"{self.host}:{self.port}", cluster_id=self.cluster_id,
                  log_dir=self.config.log_dir)
+
+    def _registration(self) -> BrokerRegistration:
+        return BrokerRegistration(self.node_id, self.host, self.port, self.config["broker.rack"],
+                                  self.incarnation_id)
+
+    async def _join_cluster(self, registration: BrokerRegistration) -> None:
+        """Register under a lease and load the current image; replication starts with it."""
+        if self.port == 0:
+            raise SystemExit("a clustered broker needs a fixed port in listeners/advertised.listeners")
+        try:
+            await self.metadata.start(registration)
+        except RegistrationConflict as exc:
+            raise SystemExit(str(exc)) from None
+        except (OSError, *ETCD_ERRORS) as exc:
+            raise SystemExit(f"cannot reach etcd at {self.config['metadata.etcd.endpoints']}: {exc!r}") from None
+        self.metrics.etcd_connected.set(1)
+        self.replica_manager.fetchers = ReplicaFetcherManager(
+            self.node_id, self.metadata.endpoint, self.config, self._replica_fetched)
+        log.info("cluster_joined", node_id=self.node_id, cluster_id=self.metadata.cluster_id,
+                 brokers=self.metadata.live_broker_ids(), controller=self.metadata.controller_id,
+                 revision=self.metadata.revision)
+
+    def _on_metadata_change(self, partitions: set, deleted_topics: set) -> None:
+        self.replica_manager.apply_delta(partitions, deleted_topics)
+        for name in {t for t, _ in partitions} - deleted_topics:
+            topic = self.metadata.topics.get(name)
+            if topic is not None:
+                self.replica_manager.apply_topic_configs(name, topic.configs)
+        if self.controller is not None:
+            self.controller.wake()
+
+    def _replica_fetched(self, part) -> None:
+        """A follower appended records: long-polling fetches of this broker may care."""
+        part.wake_waiters()
+
+    def _coordinators_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic == "__consumer_offsets" and self.group_coordinator is not None:
+            self.group_coordinator.on_become_leader(partition)
+        elif topic == "__transaction_state" and self.txn_coordinator is not None:
+            self.txn_coordinator.on_election(partition, leader_epoch)
+
+    def _coordinators_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic == "__consumer_offsets" and self.group_coordinator is not None:
+            self.group_coordinator.on_resign(partition)
+        elif topic == "__transaction_state" and self.txn_coordinator is not None:
+            self.txn_coordinator.on_resignation(partition, leader_epoch)
+
+    async def _isr_pass(self) -> None:
+        self.replica_manager.shrink_isr_pass()
+
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away, then wait (bounded) until it has."""
+        if not self.clustered or not self.config["controlled.shutdown.enable"] or not self.metadata.connected:
+            return
+        started = time.monotonic()
+        timeout = self.config["controlled.shutdown.timeout.ms"] / 1000
+        try:
+            await asyncio.wait_for(self.metadata.update_registration(controlled_shutdown=True), 5)
+        except Exception as exc:
+            log.warning("controlled_shutdown_failed", error=repr(exc))
+            return
+        others = [n for n in self.metadata.brokers if n != self.node_id]
+        while others and time.monotonic() - started < timeout:
+            led = [p for p in self.replica_manager.led_partitions()
+                   if any(r in self.metadata.brokers and r != self.node_id for r in p.isr)]
+            if not led:
+                break
+            await asyncio.sleep(0.05)
+        log.info("controlled_shutdown_finished", seconds=round(time.monotonic() - started, 3),
+                 still_leading=len(self.replica_manager.led_partitions()))
 
     def _write_meta_properties(self) -> None:
         path = os.path.join(self.config.log_dir, "meta.properties")
@@ -139,12 +240,19 @@ class Broker:
         await self.cleaner.clean_pass(self.log_manager.logs)
 
     async def _gauge_pass(self) -> None:
+        led = self.replica_manager.led_partitions()
+        self.metrics.leader_count.set(len(led))
+        self.metrics.under_replicated.set(sum(1 for p in led if len(p.isr) < len(p.replicas)))
+        self.metrics.active_controller.set(1 if self.controller is None or self.controller.is_active else 0)
         for (topic, p), part in self.replica_manager.partitions.items():
             self.metrics.log_end_offset.labels(topic, str(p)).set(part.log.log_end_offset)
             self.metrics.log_start_offset.labels(topic, str(p)).set(part.log.log_start_offset)
 
     async def stop(self) -> None:
         log.info("broker_stopping")
+        await self.controlled_shutdown()
+        if self.controller is not None:
+            await self.controller.stop()
         for task in self.tasks:
             task.cancel()
         if self.server is not None:
@@ -158,6 +266,10 @@ class Broker:
             self.txn_services.client.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.replica_manager.fetchers is not None:
+            await self.replica_manager.fetchers.stop()
+        if self.clustered:
+            await self.metadata.stop()
         await asyncio.to_thread(self.log_manager.close)
         log.info("broker_stopped")
 

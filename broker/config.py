@@ -101,7 +101,21 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("log.cleaner.min.compaction.lag.ms", int, 0, *at_least(0)),
     _k("log.message.timestamp.type", str, "CreateTime", *one_of("CreateTime", "LogAppendTime")),
     _k("message.max.bytes", int, 1048588, *at_least(0)),
-    _k("replica.fetch.max.bytes", int, 1048576, *at_least(0), ignored=True),
+    _k("request.timeout.ms", int, 30000, *at_least(0)),
+    _k("replica.fetch.max.bytes", int, 1048576, *at_least(0)),
+    _k("replica.fetch.response.max.bytes", int, 10485760, *at_least(0)),
+    _k("replica.fetch.wait.max.ms", int, 500, *at_least(0)),
+    _k("replica.fetch.backoff.ms", int, 1000, *at_least(0)),
+    _k("replica.lag.time.max.ms", int, 30000, *at_least(1)),
+    _k("broker.rack", str, None),
+    _k("broker.session.timeout.ms", int, 9000, *at_least(1000)),
+    _k("controlled.shutdown.enable", _bool, True),
+    _k("controlled.shutdown.timeout.ms", int, 30000, *at_least(0)),
+    _k("auto.leader.rebalance.enable", _bool, True),
+    _k("leader.imbalance.check.interval.seconds", int, 300, *at_least(0)),
+    # The cluster's metadata store: empty runs the embedded single-node store (no etcd).
+    _k("metadata.etcd.endpoints", str, ""),
+    _k("metadata.etcd.prefix", str, "/kbroker"),
     _k("socket.request.max.bytes", int, 104857600, *at_least(1)),
     _k("socket.send.buffer.bytes", int, 102400, ignored=True),
     _k("socket.receive.buffer.bytes", int, 102400, ignored=True),
@@ -133,7 +147,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("producer.id.expiration.ms", int, 86400000, *at_least(1)),
     _k("share.coordinator.state.topic.replication.factor", int, 3, ignored=True),
     _k("share.coordinator.state.topic.min.isr", int, 2, ignored=True),
-    _k("unclean.leader.election.enable", _bool, False, ignored=True),
+    _k("unclean.leader.election.enable", _bool, False),
     _k("metrics.listener", str, "127.0.0.1:9404"),
     # Test-only fault points (comma list), e.g. txn.markers.pause holds transaction markers.
     _k("test.fault.points", str, ""),
@@ -257,7 +271,9 @@ def parse_listener(spec: str, key: str) -> tuple[str, int]:
 
 def load_config(properties: dict[str, str], *, strict: bool = False,
                 single_node_defaults: bool = True) -> BrokerConfig:
-    merged = dict(SINGLE_NODE_DEFAULTS) if single_node_defaults else {}
+    # A cluster (an etcd metadata store) gets Kafka's own defaults: internal topics RF 3, min ISR 2.
+    clustered = bool(properties.get("metadata.etcd.endpoints", "").strip())
+    merged = dict(SINGLE_NODE_DEFAULTS) if single_node_defaults and not clustered else {}
     merged.update(properties)
     values: dict[str, Any] = {k.name: k.default for k in KEYS.values()}
     unknown, ignored = [], []

@@ -43,6 +43,16 @@ class Metrics:
         self.txn_events = Counter("kbroker_transaction_coordinator_events",
                                   "Fences, forced aborts, id expiries and producer-id rotations, by reason",
                                   ["event", "reason"], registry=r)
+        self.etcd_connected = Gauge("kbroker_metadata_store_connected",
+                                    "1 while the cluster's etcd is reachable (always 1 embedded)", registry=r)
+        self.etcd_connected.set(1)
+        self.under_replicated = Gauge("kafka_server_replicamanager_underreplicatedpartitions",
+                                      "Partitions led here whose ISR is smaller than their replica set",
+                                      registry=r)
+        self.leader_count = Gauge("kafka_server_replicamanager_leadercount", "Partitions led here",
+                                  registry=r)
+        self.active_controller = Gauge("kafka_controller_kafkacontroller_activecontrollercount",
+                                       "1 on the broker that is the controller", registry=r)
         self.log_truncations = Counter("kafka_log_recovery_truncated_bytes",
                                        "Bytes cut from torn or corrupt log tails at start-up", registry=r)
 

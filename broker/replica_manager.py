@@ -1,12 +1,19 @@
-"""The partitions this broker hosts: appends, reads, long-poll wake-ups, topic lifecycle.
+"""The partitions this broker hosts: applying metadata, appends with acks, reads, replication.
 
-Owns: the mapping (topic, partition) -> :class:`Partition` (its log and leader epoch), topic
-creation/deletion/growth on top of the metadata store, the high watermark (the log end offset
-on a single replica), waking long-poll fetches when a high watermark advances, and the
-flush policy (group commit: one fsync covers every append queued behind it).
+Owns: the mapping (topic, partition) -> :class:`~broker.partition.Partition`; applying metadata
+changes as Kafka's ``ReplicaManager.applyDelta`` does (make_leader: stop fetching, bump the
+leader-epoch cache, coordinator election hooks; make_follower: start fetching from the leader,
+resignation hooks; a replica no longer assigned here: stop and delete); acks (0/1 answer after
+the leader append, all waits in the delayed-produce purgatory); ISR changes proposed by leaders
+(expand when a follower catches up, shrink after ``replica.lag.time.max.ms``); topic
+creation/deletion/growth through the controller module; the flush policy (group commit: one
+fsync covers every append queued behind it); waking long-poll fetches.
 
-Differs from Kafka: single replica only for now, so acks=all is acks=1 plus the flush policy;
-there is no follower fetching and no ISR change.
+Start-up never deletes a partition directory on a metadata image that may lag: embedded, the
+file store is the authority; clustered, only after a fresh read of the current assignment.
+
+Differs from Kafka: one fetcher per source broker (``num.replica.fetchers`` is 1); no
+fetch-from-follower; a replica removed by reassignment is deleted at once.
 """
 
 from __future__ import annotations
@@ -14,20 +21,20 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 import structlog
 
-from coordinator.controller.store import TopicState
+from coordinator.controller.controller import assign_replicas
+from coordinator.controller.metadata import NO_LEADER, MetadataCache, TopicState
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import AppendInfo, Log
+from storage.log_manager import LogManager
 
 from . import topic_config
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .partition import Partition
 
 log = structlog.get_logger("broker.replica_manager")
 
@@ -43,87 +50,193 @@ def validate_topic_name(name: str) -> None:
                          f"[a-zA-Z0-9._-] and not '.' or '..'")
 
 
-@dataclass(slots=True)
-class Partition:
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    log: Log
-    leader_epoch: int
-    waiters: list = field(default_factory=list)
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.high_watermark
-
-    def wake_waiters(self) -> None:
-        waiters, self.waiters = self.waiters, []
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
-
-
 class ReplicaManager:
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.metadata = broker.metadata
-        self.log_manager = broker.log_manager
+    def __init__(self, config, metadata: MetadataCache, log_manager: LogManager, metrics,
+                 node_id: int) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.log_manager = log_manager
+        self.metrics = metrics
+        self.node_id = node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._flush_lock = asyncio.Lock()
+        self.fetchers = None  # ReplicaFetcherManager, clustered only
+        # Coordinator hooks: (topic, partition, leader_epoch) on becoming leader / follower.
+        self.on_leader: list[Callable[[str, int, int], None]] = []
+        self.on_follower: list[Callable[[str, int, int], None]] = []
+        self._isr_tasks: set[asyncio.Task] = set()
+        self._creating: set[str] = set()
+
+    @property
+    def clustered(self) -> bool:
+        return getattr(self.metadata, "clustered", False)
 
     # --- lookup -------------------------------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> Partition:
+        """A hosted partition, leader or follower."""
         p = self.partitions.get((topic, partition))
         if p is None:
+            if self.metadata.partition(topic, partition) is not None:
+                raise KafkaError(ErrorCode.not_leader_or_follower,
+                                 f"This server does not host {topic}-{partition}")
             raise KafkaError(ErrorCode.unknown_topic_or_partition,
                              f"This server does not host this topic-partition: {topic}-{partition}")
         return p
 
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition if this broker leads it, else the error Kafka answers a client."""
+        part = self.get(topic, partition)
+        part.check_leader(current_leader_epoch)
+        return part
+
     def topic(self, name: str) -> TopicState | None:
         return self.metadata.topics.get(name)
+
+    def min_isr(self, topic: str) -> int:
+        t = self.metadata.topics.get(topic)
+        raw = t.configs.get("min.insync.replicas") if t is not None else None
+        return int(raw) if raw is not None else self.config["min.insync.replicas"]
 
     # --- lifecycle ------------------------------------------------------------------------------
 
     def open_all(self) -> None:
-        """Open (recovering as needed) every partition the metadata store knows."""
+        """Open every assigned partition and take up its role (both steps of start-up)."""
+        self.open_assigned()
+        self.apply_delta(set(self.partitions), set())
+
+    def open_assigned(self) -> None:
+        """Open (recovering as needed) every partition assigned here. The image was just read
+        from the authority (the embedded file, or a fresh etcd range read), so a directory it
+        does not assign here is a stray and removed."""
         known = set()
         for topic in self.metadata.topics.values():
-            for i in range(len(topic.partitions)):
-                self._open_partition(topic, i)
-                known.add((topic.name, i))
+            for i, state in enumerate(topic.partitions):
+                if self.node_id in state.replicas or not self.clustered:
+                    self._open_partition(topic, i)
+                    known.add((topic.name, i))
         for orphan in set(self.log_manager.existing_partitions()) - known:
-            log.warning("orphan_partition_directory_removed", topic=orphan[0], partition=orphan[1])
+            log.warning("stray_partition_directory_removed", topic=orphan[0], partition=orphan[1],
+                        reason="not assigned to this broker by the current metadata")
             self.log_manager.delete_log(*orphan)
 
     def _open_partition(self, topic: TopicState, index: int) -> Partition:
+        part = self.partitions.get((topic.name, index))
+        if part is not None:
+            return part
         internal = topic.name if topic.name in INTERNAL_TOPICS else None
         cfg = topic_config.log_config(topic.configs, self.config, internal)
         plog = self.log_manager.open_log(topic.name, index, cfg)
-        part = Partition(topic.name, index, topic.uuid, plog, topic.partitions[index].leader_epoch)
-        plog.leader_epochs.assign(part.leader_epoch, plog.log_end_offset)
+        part = Partition(topic.name, index, topic.uuid, plog, self.node_id)
         self.partitions[(topic.name, index)] = part
         return part
 
+    def apply_delta(self, changed: set[tuple[str, int]], deleted_topics: set[str]) -> None:
+        """Make this broker leader, follower or neither of each changed partition."""
+        for key in sorted(changed):
+            topic_name, index = key
+            state = self.metadata.partition(topic_name, index)
+            part = self.partitions.get(key)
+            if state is None or (self.clustered and self.node_id not in state.replicas):
+                if part is not None:
+                    self._remove_partition(part, delete=True)
+                continue
+            if part is None:
+                part = self._open_partition(self.metadata.topics[topic_name], index)
+            if state.leader == self.node_id:
+                if self.fetchers is not None:
+                    self.fetchers.remove_partition(part)
+                if part.make_leader(state.leader_epoch, state.partition_epoch, state.replicas, state.isr):
+                    log.debug("became_leader", topic=topic_name, partition=index, leader_epoch=state.leader_epoch,
+                             isr=state.isr, log_end_offset=part.log.log_end_offset,
+                             high_watermark=part.high_watermark)
+                    for hook in self.on_leader:
+                        hook(topic_name, index, state.leader_epoch)
+            else:
+                was_leader = part.is_leader
+                if part.make_follower(state.leader, state.leader_epoch, state.partition_epoch,
+                                      state.replicas, state.isr) or was_leader:
+                    log.debug("became_follower", topic=topic_name, partition=index, leader=state.leader,
+                             leader_epoch=state.leader_epoch)
+                    if self.fetchers is not None:
+                        self.fetchers.remove_partition(part)
+                        if state.leader != NO_LEADER:
+                            self.fetchers.add_partition(part, state.leader)
+                    for hook in self.on_follower:
+                        hook(topic_name, index, state.leader_epoch)
+
+    def _remove_partition(self, part: Partition, delete: bool) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove_partition(part)
+        part.make_follower(NO_LEADER, part.leader_epoch, part.partition_epoch, [], [])
+        for hook in self.on_follower:
+            hook(part.topic, part.index, part.leader_epoch)
+        self.partitions.pop((part.topic, part.index), None)
+        if delete:
+            self.log_manager.delete_log(part.topic, part.index)
+            log.info("replica_deleted", topic=part.topic, partition=part.index)
+
+    # --- topic admin (through the controller's assignment) --------------------------------------
+
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicState:
+        """Embedded store: create and open at once (synchronous, one replica)."""
         validate_topic_name(name)
         if name in self.metadata.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         topic = self.metadata.create_topic(name, num_partitions, configs)
         for i in range(num_partitions):
             self._open_partition(topic, i)
+        self.apply_delta({(name, i) for i in range(num_partitions)}, set())
         log.info("topic_created", topic=name, partitions=num_partitions, topic_id=topic.topic_id,
                  configs=configs)
         return topic
 
+    async def create_topic_replicated(self, name: str, num_partitions: int, replication_factor: int,
+                                      configs: dict[str, str],
+                                      assignment: list[list[int]] | None = None) -> TopicState:
+        """CreateTopics/auto-create: the embedded store, or the cluster's with RF checks."""
+        if not self.clustered:
+            if replication_factor > 1 or (assignment and any(len(r) > 1 for r in assignment)):
+                raise KafkaError(ErrorCode.invalid_replication_factor,
+                                 f"Replication factor: {replication_factor} larger than available brokers: 1.")
+            return self.create_topic(name, num_partitions, configs)
+        validate_topic_name(name)
+        if name in self.metadata.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        if assignment is None:
+            assignment = assign_replicas(num_partitions, replication_factor, self._live_racks())
+        else:
+            self._check_assignment(assignment)
+        topic = await self.metadata.create_topic(name, assignment, configs)
+        log.info("topic_created", topic=name, partitions=num_partitions, topic_id=topic.topic_id,
+                 replication_factor=len(assignment[0]) if assignment else 0, configs=configs)
+        return topic
+
+    def _live_racks(self) -> dict[int, str | None]:
+        return {n: b.rack for n, b in self.metadata.brokers.items() if not b.controlled_shutdown}
+
+    def _check_assignment(self, assignment: list[list[int]]) -> None:
+        live = set(self.metadata.brokers)
+        for replicas in assignment:
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise KafkaError(ErrorCode.invalid_replica_assignment, f"Duplicate or empty replicas {replicas}")
+            if not set(replicas) <= live:
+                raise KafkaError(ErrorCode.broker_not_available,
+                                 f"Replica assignment {replicas} names brokers that are not registered")
+
     def delete_topic(self, name: str) -> None:
         topic = self.metadata.delete_topic(name)
         for i in range(len(topic.partitions)):
-            part = self.partitions.pop((name, i), None)
+            part = self.partitions.get((name, i))
             if part is not None:
-                part.wake_waiters()
-            self.log_manager.delete_log(name, i)
+                self._remove_partition(part, delete=True)
+        log.info("topic_deleted", topic=name, topic_id=topic.topic_id)
+
+    async def delete_topic_replicated(self, name: str) -> None:
+        if not self.clustered:
+            self.delete_topic(name)
+            return
+        topic = await self.metadata.delete_topic(name)
         log.info("topic_deleted", topic=name, topic_id=topic.topic_id)
 
     def add_partitions(self, name: str, total: int) -> None:
@@ -132,44 +245,107 @@ class ReplicaManager:
         topic = self.metadata.topics[name]
         for i in range(before, total):
             self._open_partition(topic, i)
+        self.apply_delta({(name, i) for i in range(before, total)}, set())
+        log.info("partitions_created", topic=name, before=before, after=total)
+
+    async def add_partitions_replicated(self, name: str, total: int,
+                                        assignment: list[list[int]] | None = None) -> None:
+        if not self.clustered:
+            self.add_partitions(name, total)
+            return
+        topic = self.metadata.topics[name]
+        before = len(topic.partitions)
+        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+        if assignment is None:
+            assignment = assign_replicas(total - before, rf, self._live_racks(), start_partition=before)
+        else:
+            self._check_assignment(assignment)
+        await self.metadata.add_partitions(name, assignment)
         log.info("partitions_created", topic=name, before=before, after=total)
 
     def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.metadata.set_topic_configs(name, configs)
+        if self.clustered:
+            task = asyncio.get_running_loop().create_task(self.metadata.set_topic_configs(name, configs))
+            self._isr_tasks.add(task)
+            task.add_done_callback(self._isr_tasks.discard)
+        else:
+            self.metadata.set_topic_configs(name, configs)
+        self.apply_topic_configs(name, configs)
+
+    def apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.metadata.topics[name]
         internal = name if name in INTERNAL_TOPICS else None
         cfg = topic_config.log_config(configs, self.config, internal)
         for i in range(len(topic.partitions)):
-            self.partitions[(name, i)].log.config = cfg
+            part = self.partitions.get((name, i))
+            if part is not None:
+                part.log.config = cfg
 
-    def ensure_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicState:
+    def ensure_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str],
+                              replication_factor: int = 1) -> TopicState:
+        """The internal topic, created on first use. Clustered, creation is asynchronous and
+        COORDINATOR_NOT_AVAILABLE is raised until it is in the metadata (as Kafka answers)."""
         topic = self.metadata.topics.get(name)
-        if topic is None:
-            topic = self.create_topic(name, num_partitions, configs)
-        return topic
+        if topic is not None:
+            return topic
+        if not self.clustered:
+            return self.create_topic(name, num_partitions, configs)
+        if name not in self._creating:
+            self._creating.add(name)
+            task = asyncio.get_running_loop().create_task(
+                self._create_internal(name, num_partitions, replication_factor, configs))
+            self._isr_tasks.add(task)
+            task.add_done_callback(self._isr_tasks.discard)
+        raise KafkaError(ErrorCode.coordinator_not_available, f"{name} is being created")
+
+    async def _create_internal(self, name: str, n: int, rf: int, configs: dict[str, str]) -> None:
+        try:
+            await self.create_topic_replicated(name, n, rf, configs)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.topic_already_exists:
+                log.warning("internal_topic_create_failed", topic=name, error=exc.message or exc.code.name)
+        finally:
+            self._creating.discard(name)
 
     # --- produce --------------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, records: bytes, *, client: bool = True) -> AppendInfo:
+    def append(self, topic: str, partition: int, records: bytes, *, client: bool = True,
+               acks: int = 1) -> AppendInfo:
+        """Append on the leader (acks=all checks min.insync.replicas first)."""
         part = self.get(topic, partition)
-        info = part.log.append_as_leader(records, part.leader_epoch, client=client)
+        info = part.append_records_to_leader(records, acks, self.min_isr(topic), client=client)
         if not info.duplicate:
-            part.log.high_watermark = part.log.log_end_offset
-            part.wake_waiters()
-            m = self.broker.metrics
-            m.bytes_in.labels(topic).inc(len(records))
-            m.messages_in.labels(topic).inc(info.record_count)
+            self.metrics.bytes_in.labels(topic).inc(len(records))
+            self.metrics.messages_in.labels(topic).inc(info.record_count)
+        return info
+
+    def delayed_produce(self, topic: str, partition: int, next_offset: int) -> asyncio.Future | None:
+        """acks=all: a future for the high watermark passing ``next_offset`` (None if it has)."""
+        part = self.partitions.get((topic, partition))
+        if part is None:
+            return None
+        return part.delayed_produce(next_offset, self.min_isr(topic))
+
+    async def append_replicated(self, topic: str, partition: int, records: bytes, timeout_ms: int,
+                                *, client: bool = False) -> AppendInfo:
+        """An acks=all append for coordinators: returns once replicated, else raises."""
+        info = self.append(topic, partition, records, client=client, acks=-1)
+        waiter = self.delayed_produce(topic, partition, info.last_offset + 1)
+        if waiter is not None:
+            try:
+                code = await asyncio.wait_for(asyncio.shield(waiter), timeout_ms / 1000)
+            except TimeoutError:
+                raise KafkaError(ErrorCode.request_timed_out, "not replicated in time") from None
+            if code:
+                raise KafkaError(ErrorCode(code))
+        if self.needs_flush(topic, partition):
+            await self.flush([self.get(topic, partition).log])
         return info
 
     def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
                       coordinator_epoch: int, commit: bool) -> AppendInfo:
         """Append a transaction marker (WriteTxnMarkers); the LSO may advance."""
-        part = self.get(topic, partition)
-        info = part.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
-                                      part.leader_epoch)
-        part.log.high_watermark = part.log.log_end_offset
-        part.wake_waiters()
-        return info
+        return self.get(topic, partition).append_marker(producer_id, producer_epoch, coordinator_epoch, commit)
 
     def needs_flush(self, topic: str, partition: int) -> bool:
         part = self.partitions.get((topic, partition))
@@ -190,6 +366,47 @@ class ReplicaManager:
                 lg.last_flush_ms = now
                 if lg.log_end_offset == end:
                     lg.unflushed_messages = 0
+
+    # --- follower fetches on the leader, ISR changes ------------------------------------------------
+
+    def on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        proposed = part.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000))
+        if proposed is not None:
+            self._propose_isr(part, proposed, "caught_up")
+
+    def shrink_isr_pass(self) -> None:
+        """Drop followers that have not caught up within replica.lag.time.max.ms (leader side)."""
+        now = int(time.time() * 1000)
+        max_lag = self.config["replica.lag.time.max.ms"]
+        for part in self.partitions.values():
+            if part.is_leader and part.pending_isr is None:
+                lagging = part.lagging_replicas(now, max_lag)
+                if lagging:
+                    self._propose_isr(part, [r for r in part.isr if r not in lagging], "lagging")
+
+    def _propose_isr(self, part: Partition, isr: list[int], reason: str) -> None:
+        if not self.clustered or part.pending_isr is not None:
+            return
+        part.pending_isr = isr
+        task = asyncio.get_running_loop().create_task(self._alter_isr(part, isr, reason))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
+
+    async def _alter_isr(self, part: Partition, isr: list[int], reason: str) -> None:
+        state = self.metadata.partition(part.topic, part.index)
+        try:
+            if state is None or state.leader != self.node_id or state.leader_epoch != part.leader_epoch:
+                return
+            new = replace(state, isr=isr, partition_epoch=state.partition_epoch + 1)
+            written = await self.metadata.alter_partitions([(part.topic, part.index, new, state.mod_revision)])
+            log.info("isr_changed" if written else "isr_change_refused", topic=part.topic,
+                     partition=part.index, isr=isr, before=state.isr, reason=reason,
+                     leader_epoch=part.leader_epoch)
+        except Exception as exc:
+            log.warning("isr_change_failed", topic=part.topic, partition=part.index, error=repr(exc))
+        finally:
+            if part.pending_isr is isr:
+                part.pending_isr = None  # the watch brings the committed ISR (make_leader)
 
     # --- fetch long poll -------------------------------------------------------------------------
 
@@ -213,6 +430,12 @@ class ReplicaManager:
     def wake_all(self) -> None:
         for p in self.partitions.values():
             p.wake_waiters()
+
+    def led_partitions(self) -> list[Partition]:
+        return [p for p in self.partitions.values() if p.is_leader]
+
+    def describe(self) -> dict[str, Any]:
+        return {"partitions": len(self.partitions), "leading": len(self.led_partitions())}
 
 
 def _fsync_all(logs: list[Log]) -> None:

@@ -50,19 +50,14 @@ class BrokerTxnServices:
         return p.leader, p.leader_epoch
 
     def alive_broker_count(self) -> int:
-        brokers = getattr(self.broker.metadata, "brokers", None)  # the cluster backend's registrations
-        return len(brokers) if brokers else 1
+        return max(len(self.broker.metadata.brokers), 1)
 
     def endpoint(self, node_id: int) -> tuple[str, int] | None:
-        """Where to reach a broker: this one, or (later) a registered peer."""
+        """Where to reach a broker: this one, or a registered peer."""
         b = self.broker
         if node_id == b.node_id:
             return b.host, b.port
-        brokers = getattr(b.metadata, "brokers", None)  # the cluster backend's registrations
-        if brokers and node_id in brokers:
-            entry = brokers[node_id]
-            return entry.host, entry.port
-        return None
+        return b.metadata.endpoint(node_id)
 
     def generate_producer_id(self) -> int:
         return self.broker.producer_ids.generate_producer_id()
@@ -70,16 +65,15 @@ class BrokerTxnServices:
     # --- the log ----------------------------------------------------------------------------------
 
     def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
-        self.broker.replica_manager.ensure_internal_topic(name, partitions, configs)
+        self.broker.replica_manager.ensure_internal_topic(
+            name, partitions, configs, self.broker.config["transaction.state.log.replication.factor"])
 
     async def append(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> int:
-        """Append as the leader; durable once flushed where the flush policy asks for it (one
-        replica: the ISR is this broker)."""
+        """Append as the leader with acks=all: returns once the ISR has it (and it is flushed
+        where the flush policy asks for it), else the error code."""
         rm = self.broker.replica_manager
         try:
-            rm.append(topic, partition, records, client=False)
-            if rm.needs_flush(topic, partition):
-                await rm.flush([rm.get(topic, partition).log])
+            await rm.append_replicated(topic, partition, records, timeout_ms)
         except KafkaError as exc:
             return exc.code
         except Exception:

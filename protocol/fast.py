@@ -70,8 +70,9 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
                           topics: list[tuple[str, uuid.UUID, list[tuple]]],
                           throttle_time_ms: int = 0) -> bytes:
     """``topics``: [(name, topic_id, [(index, error_code, high_watermark, last_stable_offset,
-    log_start_offset, aborted_transactions | None, records | None)])]; aborted transactions
-    are (producer_id, first_offset) pairs."""
+    log_start_offset, aborted_transactions | None, records | None[, tags])])]; aborted
+    transactions are (producer_id, first_offset) pairs; ``tags`` (v12+) is None or a dict with
+    ``diverging_epoch`` (epoch, end_offset) and/or ``current_leader`` (leader_id, leader_epoch)."""
     flex = is_flexible(1, version)
     out = [_i32(throttle_time_ms)]
     if version >= 7:
@@ -81,7 +82,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
     for name, topic_id, parts in topics:
         out.append(topic_id.bytes if version >= 13 else _string(name, flex))
         out.append(_array_len(len(parts), flex))
-        for index, error, hw, lso, log_start, aborted, records in parts:
+        for index, error, hw, lso, log_start, aborted, records, *extra in parts:
             out.append(_FETCH_PART.pack(index, error, hw, lso))
             if version >= 5:
                 out.append(_i64(log_start))
@@ -101,12 +102,26 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
                 out.append(uvarint(len(records) + 1) if flex else _i32(len(records)))
                 out.append(records)
             if flex:
-                out.append(b"\x00")
+                out.append(_fetch_partition_tags(extra[0] if extra else None))
         if flex:
             out.append(b"\x00")
     if flex:
         out.append(b"\x00")
     return b"".join(out)
+
+
+def _fetch_partition_tags(tags: dict | None) -> bytes:
+    """Tagged fields of a Fetch v12+ partition: 0 diverging_epoch, 1 current_leader (KIP-951)."""
+    if not tags:
+        return b"\x00"
+    fields = []
+    if "diverging_epoch" in tags:
+        epoch, end_offset = tags["diverging_epoch"]
+        fields.append(b"\x00\x0d" + _i32(epoch) + _i64(end_offset) + b"\x00")
+    if "current_leader" in tags:
+        leader_id, leader_epoch = tags["current_leader"]
+        fields.append(b"\x01\x09" + _i32(leader_id) + _i32(leader_epoch) + b"\x00")
+    return uvarint(len(fields)) + b"".join(fields)
 
 
 def _int32_array(values: list[int], flexible: bool) -> bytes:

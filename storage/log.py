@@ -112,8 +112,9 @@ class Log:
         report = self._load(recovery_point)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        # Single replica: everything recovered is committed.
-        self.high_watermark = self.log_end_offset
+        # Single replica: everything recovered is committed; replicated: the checkpointed value.
+        hw = self.log_end_offset if high_watermark is None else high_watermark
+        self.high_watermark = max(self.log_start_offset, min(hw, self.log_end_offset))
         return self, report
 
     def _load(self, recovery_point: int) -> RecoveryReport:
@@ -361,6 +362,8 @@ class Log:
             return
         self._write(data, first, last, max_ts, offset_of_max, int(time.time() * 1000))
         for pos, header in headers:
+            if header.partition_leader_epoch > self.leader_epochs.latest_epoch:
+                self.leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
             if header.is_control and header.producer_id != rb.NO_PRODUCER_ID:
                 control_type, coordinator_epoch = _read_marker(bytes(buf[pos : pos + header.size]))
                 completed = self.producer_state.update(header, control_type, coordinator_epoch)
@@ -503,6 +506,18 @@ class Log:
         for seg in self.segments[-2:]:
             rewrite_index(seg.path(".txnindex"),
                           [e for e in read_index(seg.path(".txnindex")) if e.last_offset < self.log_end_offset])
+        self.producer_state.truncate_and_reload()
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset`` (a follower below the leader's log start)."""
+        for seg in self.segments:
+            seg.delete()
+        self.segments, self.base_offsets = [Segment(self.dir, offset, self.config.index_interval_bytes)], [offset]
+        self.log_start_offset = self.recovery_point = offset
+        self.high_watermark = offset
+        self.leader_epochs.truncate_from_end(-1)
+        self.aborted_txns.truncate_from(0)
         self.producer_state.truncate_and_reload()
         self._rebuild_producer_state()
 

@@ -31,12 +31,15 @@ _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 
 
 class LogManager:
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, replicated: bool = False) -> None:
         self.log_dir = log_dir
+        # Replicated: the high watermark is what the checkpoint says, not the log end offset.
+        self.replicated = replicated
         os.makedirs(log_dir, exist_ok=True)
         self.logs: dict[tuple[str, int], Log] = {}
         self._recovery_points = read_checkpoint(self._path(RECOVERY_POINT_FILE))
         self._log_starts = read_checkpoint(self._path(LOG_START_FILE))
+        self._high_watermarks = read_checkpoint(self._path(HIGH_WATERMARK_FILE))
         self.had_clean_shutdown = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
 
     def _path(self, name: str) -> str:
@@ -63,7 +66,8 @@ class LogManager:
             recovery_point = min(recovery_point, self._recovery_points.get(key, 0))
         plog, report = Log.open(self.partition_dir(topic, partition), topic, partition, config,
                                 recovery_point=recovery_point,
-                                log_start_offset=self._log_starts.get(key, 0))
+                                log_start_offset=self._log_starts.get(key, 0),
+                                high_watermark=self._high_watermarks.get(key, 0) if self.replicated else None)
         if report.segments_scanned or report.bytes_truncated:
             log.info("log_loaded", topic=topic, partition=partition,
                      log_end_offset=plog.log_end_offset, segments_recovered=report.segments_scanned,

@@ -16,6 +16,11 @@ Behavior:
   transaction (KIP-890 part 1, ``transaction.partition.verification.enable``); an unverified
   append gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11). A non-transactional batch
   from a producer with an open transaction on the partition is INVALID_TXN_STATE.
+- acks=0/1 answer after the leader's append; acks=all (-1) first needs an ISR of at least
+  ``min.insync.replicas`` (else NOT_ENOUGH_REPLICAS, nothing appended), then waits until the
+  high watermark passes the batch (REQUEST_TIMED_OUT at the request's timeout;
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum meanwhile). A partition
+  this broker does not lead is NOT_LEADER_OR_FOLLOWER.
 - When the flush policy asks for it (log.flush.interval.messages/ms), the response waits for
   the group-committed fsync.
 - v0-2 are advertised (librdkafka enables gzip/snappy only when v0 is in the range) but
@@ -26,6 +31,7 @@ Version notes:
   v9 flexible; v10-11 current leader tagged fields (left empty).
 """
 
+import asyncio
 import struct
 
 from protocol import fast
@@ -48,6 +54,7 @@ async def handle_produce(ctx: RequestContext, request):
     verified = await _verify_transactional_partitions(ctx, request)
     results = []
     flush_targets = []
+    delayed = []
     any_error = False
     for topic in request.topic_data:
         parts = []
@@ -61,10 +68,14 @@ async def handle_produce(ctx: RequestContext, request):
                 if failed:
                     raise KafkaError(failed, "Record was not part of an ongoing transaction"
                                      if failed == ErrorCode.invalid_txn_state else None)
-                info = rm.append(topic.name, pd.index, pd.records)
+                info = rm.append(topic.name, pd.index, pd.records, acks=acks)
                 base_offset, append_time, log_start = info.base_offset, info.log_append_time, info.log_start_offset
                 if rm.needs_flush(topic.name, pd.index):
                     flush_targets.append(rm.get(topic.name, pd.index).log)
+                if acks == -1:
+                    waiter = rm.delayed_produce(topic.name, pd.index, info.last_offset + 1)
+                    if waiter is not None:
+                        delayed.append((parts, len(parts), waiter))
             except KafkaError as exc:
                 error, message = int(exc.code), exc.message
                 any_error = True
@@ -73,11 +84,28 @@ async def handle_produce(ctx: RequestContext, request):
         results.append((topic.name, parts))
     if flush_targets:
         await rm.flush(flush_targets)
+    if delayed:
+        await _await_replication(ctx, delayed, request.timeout.total_seconds())
     if acks == 0:
         if any_error:
             raise CloseConnection("error on an acks=0 produce")
         return NO_RESPONSE
     return fast.encode_produce_response(version, results)
+
+
+async def _await_replication(ctx: RequestContext, delayed: list, timeout_s: float) -> None:
+    """acks=all: wait (at most the request's timeout) for the high watermark to pass each
+    append; REQUEST_TIMED_OUT for those it did not, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the
+    ISR shrank below min.insync.replicas meanwhile."""
+    done, _ = await asyncio.wait([w for _, _, w in delayed], timeout=max(timeout_s, 0.001))
+    for parts, i, waiter in delayed:
+        code = waiter.result() if waiter in done else ErrorCode.request_timed_out
+        if not waiter.done():
+            waiter.cancel()
+        if code:
+            index, _, _, _, log_start, _ = parts[i]
+            parts[i] = (index, int(code), -1, -1, log_start, ErrorCode(code).name)
+            ctx.broker.metrics.errors.labels("Produce", ErrorCode(code).name).inc()
 
 
 def _check_single_batch(records, version: int) -> None:

@@ -11,7 +11,12 @@ Behavior:
   client no session was created); a non-zero session id gets FETCH_SESSION_ID_NOT_FOUND.
 - Offsets outside [log start, log end] get OFFSET_OUT_OF_RANGE; a client leader epoch older
   than ours FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; an unknown topic
-  UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+).
+  UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+); a partition this broker does not
+  lead NOT_LEADER_OR_FOLLOWER, with the current leader and epoch (KIP-951, v12+ tagged field).
+- A follower's fetch (replica id >= 0) reads up to the log end offset, records the follower's
+  position (which may advance the high watermark and expand the ISR) and, when its
+  ``last_fetched_epoch`` ends below the fetch offset in our leader-epoch cache, answers with
+  ``diverging_epoch`` and no records so the follower truncates (KIP-320).
 
 Version notes:
 - v4 isolation level, LSO, aborted transactions; v5 log start offset; v7 sessions;
@@ -26,20 +31,11 @@ from protocol import records as rb
 from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
+from storage.leader_epoch import UNDEFINED_EPOCH
 
 from ..server import RequestContext
 
 READ_COMMITTED = 1
-
-
-def check_leader_epoch(current_leader_epoch: int, leader_epoch: int) -> None:
-    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
-        return
-    if current_leader_epoch < leader_epoch:
-        raise KafkaError(ErrorCode.fenced_leader_epoch,
-                         f"leader epoch {current_leader_epoch} is older than {leader_epoch}")
-    raise KafkaError(ErrorCode.unknown_leader_epoch,
-                     f"leader epoch {current_leader_epoch} is newer than {leader_epoch}")
 
 
 @register(1, 4, 16)
@@ -75,8 +71,15 @@ def _resolve_topic(ctx: RequestContext, ft, version: int):
     return ft.topic, (topic.uuid if topic else ZERO_UUID)
 
 
+def _replica_id(request, version: int) -> int:
+    if version >= 15:
+        return request.replica_state.replica_id
+    return request.replica_id
+
+
 def _read_all(ctx: RequestContext, request, version: int, isolation: int):
     rm = ctx.broker.replica_manager
+    replica_id = _replica_id(request, version)
     remaining = request.max_bytes
     total = 0
     errors = 0
@@ -89,16 +92,24 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
             try:
                 if name is None:
                     raise KafkaError(ErrorCode.unknown_topic_id, "unknown topic id")
-                part = rm.get(name, fp.partition)
-                check_leader_epoch(getattr(fp, "current_leader_epoch", -1), part.leader_epoch)
+                part = rm.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
                 plog = part.log
+                if replica_id >= 0:
+                    diverging = _diverging_epoch(plog, fp)
+                    if diverging is not None:
+                        parts.append((fp.partition, 0, plog.high_watermark, plog.last_stable_offset,
+                                      plog.log_start_offset, None, b"", {"diverging_epoch": diverging}))
+                        continue
                 hw = plog.high_watermark
                 lso = plog.last_stable_offset
-                limit = lso if isolation == READ_COMMITTED else hw
+                limit = plog.log_end_offset if replica_id >= 0 else (lso if isolation == READ_COMMITTED else hw)
                 if fp.fetch_offset > plog.log_end_offset or fp.fetch_offset < plog.log_start_offset:
                     raise KafkaError(ErrorCode.offset_out_of_range,
                                      f"fetch offset {fp.fetch_offset} outside "
                                      f"[{plog.log_start_offset}, {plog.log_end_offset}]")
+                if replica_id >= 0:
+                    rm.on_follower_fetch(part, replica_id, fp.fetch_offset)
+                    hw = plog.high_watermark
                 budget = min(fp.partition_max_bytes, remaining)
                 data = b""
                 if budget > 0 or total == 0:
@@ -112,9 +123,29 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
             except KafkaError as exc:
                 errors += 1
                 ctx.broker.metrics.errors.labels("Fetch", exc.code.name).inc()
-                parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b""))
+                parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b"",
+                              _current_leader(ctx, name, fp.partition, exc.code)))
         topics.append((name or "", topic_id, parts))
     return topics, total, waitable, errors
+
+
+def _diverging_epoch(plog, fp) -> tuple[int, int] | None:
+    """KIP-320: where the follower's last fetched epoch ends on this leader, if it diverges."""
+    last_fetched = getattr(fp, "last_fetched_epoch", UNDEFINED_EPOCH)
+    if last_fetched < 0:
+        return None
+    epoch, end_offset = plog.leader_epochs.end_offset_for(last_fetched, plog.log_end_offset)
+    if epoch < last_fetched or end_offset < fp.fetch_offset:
+        return epoch, end_offset
+    return None
+
+
+def _current_leader(ctx: RequestContext, name: str | None, index: int, code) -> dict | None:
+    """KIP-951: tell the client where the partition is led now."""
+    if code not in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) or name is None:
+        return None
+    state = ctx.broker.metadata.partition(name, index)
+    return None if state is None else {"current_leader": (state.leader, state.leader_epoch)}
 
 
 def _aborted_txns(plog, fetch_offset: int, data: bytes) -> list[tuple[int, int]]:

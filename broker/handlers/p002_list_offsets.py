@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.log import EARLIEST_LOCAL_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 
 from ..server import RequestContext
-from .p001_fetch import READ_COMMITTED, check_leader_epoch
+from .p001_fetch import READ_COMMITTED
 
 
 @register(2, 1, 7)
@@ -36,8 +36,8 @@ async def handle_list_offsets(ctx: RequestContext, request) -> dict:
 
 
 def _list_offset(ctx: RequestContext, topic: str, p, isolation: int) -> dict:
-    part = ctx.broker.replica_manager.get(topic, p.partition_index)
-    check_leader_epoch(getattr(p, "current_leader_epoch", -1), part.leader_epoch)
+    part = ctx.broker.replica_manager.leader_partition(topic, p.partition_index,
+                                                       getattr(p, "current_leader_epoch", -1))
     plog = part.log
     limit = plog.last_stable_offset if isolation == READ_COMMITTED else plog.high_watermark
     ts = int(p.timestamp)

@@ -1,8 +1,10 @@
 """Metadata: v0-12
 
 Behavior:
-- Lists this broker, the cluster id, the controller (this broker) and the requested topics
-  with each partition's leader, leader epoch, replicas and ISR, and topic ids (v10+).
+- Lists every registered broker (with its rack), the cluster id, the controller and the
+  requested topics with each partition's leader, leader epoch, replicas, ISR, offline replicas
+  (on brokers that are down) and topic ids (v10+); a partition with no leader answers
+  LEADER_NOT_AVAILABLE.
 - All topics when the request's topic list is empty (v0) or null (v1+); none when it is an
   empty list on v1+.
 - An unknown topic is created when both ``auto.create.topics.enable`` and the request's
@@ -27,13 +29,20 @@ from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..server import RequestContext
 
 
+def offline_replicas(ctx: RequestContext, state) -> list[int]:
+    """Replicas on brokers that are not registered (down)."""
+    brokers = ctx.broker.metadata.brokers
+    return [r for r in state.replicas if r not in brokers]
+
+
 def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
     topic = ctx.broker.metadata.topics[name]
     return {
         "error_code": 0, "name": name, "topic_id": topic.uuid, "is_internal": name in INTERNAL_TOPICS,
-        "partitions": [{"error_code": 0, "partition_index": i, "leader_id": p.leader,
+        "partitions": [{"error_code": ErrorCode.leader_not_available if p.leader < 0 else 0,
+                        "partition_index": i, "leader_id": p.leader,
                         "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
-                        "isr_nodes": p.isr, "offline_replicas": []}
+                        "isr_nodes": p.isr, "offline_replicas": offline_replicas(ctx, p)}
                        for i, p in enumerate(topic.partitions)],
         "topic_authorized_operations": -2147483648,
     }
@@ -54,17 +63,17 @@ async def handle_metadata(ctx: RequestContext, request) -> bytes:
         entries = [topic_entry(ctx, name, version) for name in sorted(topics)]
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
-        entries = [_lookup(ctx, t, version, allow_auto) for t in requested]
+        entries = [await _lookup(ctx, t, version, allow_auto) for t in requested]
     return fast.encode_metadata_response(
-        version, [(broker.node_id, broker.host, broker.port, None)], broker.cluster_id,
-        broker.node_id,
+        version, [(r.node_id, r.host, r.port, r.rack) for _, r in sorted(broker.metadata.brokers.items())],
+        broker.cluster_id, broker.metadata.controller_id,
         [(e["error_code"], e["name"], e["topic_id"], e["is_internal"],
           [(p["error_code"], p["partition_index"], p["leader_id"], p["leader_epoch"],
             p["replica_nodes"], p["isr_nodes"], p["offline_replicas"]) for p in e["partitions"]])
          for e in entries])
 
 
-def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> dict:
+async def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> dict:
     broker = ctx.broker
     name = requested.name
     topic_id = getattr(requested, "topic_id", None)
@@ -81,7 +90,8 @@ def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> d
         return error_entry(name, exc.code)
     if allow_auto and broker.config["auto.create.topics.enable"] and name not in INTERNAL_TOPICS:
         try:
-            broker.replica_manager.create_topic(name, broker.config["num.partitions"], {})
+            await broker.replica_manager.create_topic_replicated(
+                name, broker.config["num.partitions"], broker.config["default.replication.factor"], {})
         except KafkaError as exc:
             if exc.code != ErrorCode.topic_already_exists:
                 return error_entry(name, exc.code)

@@ -1,8 +1,10 @@
 """FindCoordinator: v0-5
 
 Behavior:
-- key_type 0 (group): this broker, after creating ``__consumer_offsets`` (compacted,
-  ``offsets.topic.num.partitions`` partitions) on first use, as Kafka does.
+- key_type 0 (group): the leader of the group's ``__consumer_offsets`` partition (this broker
+  on a single node), after creating the topic (compacted, ``offsets.topic.num.partitions``
+  partitions, ``offsets.topic.replication.factor`` replicas) on first use, as Kafka does;
+  COORDINATOR_NOT_AVAILABLE while it is being created or has no leader.
 - key_type 1 (transaction): the leader of the id's ``__transaction_state`` partition, after
   creating the topic on first use; COORDINATOR_NOT_AVAILABLE if that partition has no
   reachable leader. As in Kafka, the answer does not wait for the partition to be loaded
@@ -14,18 +16,40 @@ Version notes:
 - v1 key type, error message; v3 flexible; v4 batched ``coordinator_keys`` (one result per key).
 """
 
+from coordinator.group.metadata import OFFSETS_TOPIC
 from protocol.api import register
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from ..server import RequestContext
 
 GROUP, TRANSACTION = 0, 1
 
 
+def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
+    """The leader of the group's ``__consumer_offsets`` partition (clustered)."""
+    broker = ctx.broker
+    try:
+        partition = broker.group_coordinator.partition_for(group_id)
+    except KafkaError:
+        return ErrorCode.coordinator_not_available, -1
+    state = broker.metadata.partition(OFFSETS_TOPIC, partition)
+    if state is None or state.leader < 0:
+        return ErrorCode.coordinator_not_available, -1
+    return 0, state.leader
+
+
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.broker
     node_id, host, port = broker.node_id, broker.host, broker.port
-    if key_type == GROUP:
+    if key_type == GROUP and broker.clustered:
+        code, node_id = _group_node(ctx, key)
+        if not code:
+            endpoint = broker.txn_services.endpoint(node_id)
+            if endpoint is None:
+                code = ErrorCode.coordinator_not_available
+            else:
+                host, port = endpoint
+    elif key_type == GROUP:
         code = broker.group_coordinator.coordinator_error(key)
     elif key_type == TRANSACTION:
         code, node_id = broker.txn_coordinator.coordinator_node(key)

@@ -3,7 +3,7 @@
 Behavior:
 - Creates each topic with its partition count (-1: ``num.partitions``) and configs, after
   validating the name (INVALID_TOPIC_EXCEPTION), the count (INVALID_PARTITIONS), the
-  replication factor (INVALID_REPLICATION_FACTOR above the one live broker), a manual
+  replication factor (INVALID_REPLICATION_FACTOR above the registered broker count), a manual
   assignment (INVALID_REPLICA_ASSIGNMENT) and each config (INVALID_CONFIG, naming the key).
 - An existing topic gets TOPIC_ALREADY_EXISTS; a name twice in one request INVALID_REQUEST.
 - validate_only checks everything and creates nothing.
@@ -15,6 +15,7 @@ Version notes:
 
 from collections import Counter
 
+from coordinator.controller.controller import check_replication_factor
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
@@ -34,7 +35,7 @@ async def handle_create_topics(ctx: RequestContext, request) -> dict:
                                   f"Create topics request from client contains multiple entries for {t.name}"))
             continue
         try:
-            results.append(_create(ctx, t, request.validate_only))
+            results.append(await _create(ctx, t, request.validate_only))
         except KafkaError as exc:
             results.append(_error(t.name, exc.code, exc.message))
     return {"throttle_time": 0, "topics": results}
@@ -45,7 +46,7 @@ def _error(name: str, code: ErrorCode, message: str | None) -> dict:
             "replication_factor": -1, "configs": None}
 
 
-def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
+async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
     broker = ctx.broker
     validate_topic_name(t.name)
     if t.name in broker.metadata.topics:
@@ -57,22 +58,20 @@ def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
             raise KafkaError(ErrorCode.invalid_request,
                              "Both numPartitions or replicationFactor and replicasAssignments were set.")
         for a in t.assignments:
-            if any(b != broker.node_id for b in a.broker_ids) or not a.broker_ids:
+            if any(b not in broker.metadata.brokers for b in a.broker_ids) or not a.broker_ids:
                 raise KafkaError(ErrorCode.invalid_replica_assignment,
                                  f"Replica assignment {list(a.broker_ids)} names brokers that do not exist")
         num_partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+        assignment = [list(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
+    else:
+        assignment = None
     if num_partitions == -1:
         num_partitions = broker.config["num.partitions"]
     if rf == -1:
         rf = broker.config["default.replication.factor"]
     if num_partitions <= 0:
         raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
-    if rf <= 0:
-        raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
-    if rf > 1:
-        raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"Unable to replicate the partition {rf} time(s): The target replication "
-                         f"factor of {rf} cannot be reached because only 1 broker(s) are registered.")
+    check_replication_factor(rf, len(broker.metadata.brokers))
     configs = {}
     for c in t.configs:
         try:
@@ -82,7 +81,8 @@ def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
         if value is not None:
             configs[c.name] = value
     if not validate_only:
-        topic = broker.replica_manager.create_topic(t.name, num_partitions, configs)
+        topic = await broker.replica_manager.create_topic_replicated(t.name, num_partitions, rf, configs,
+                                                                     assignment)
         topic_id = topic.uuid
     else:
         topic_id = None

@@ -63,7 +63,7 @@ async def handle_delete_topics(ctx: RequestContext, request) -> dict:
                 reported.add(("i", tid))
                 responses.append(_result(None, tid, ErrorCode.invalid_request, "Duplicate topic id."))
         else:
-            responses.append(_delete(ctx, name, tid))
+            responses.append(await _delete(ctx, name, tid))
     return {"throttle_time": 0, "responses": responses}
 
 
@@ -71,7 +71,7 @@ def _result(name, topic_id, code, message) -> dict:
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
+async def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
     broker = ctx.broker
     try:
         if name is None:
@@ -86,7 +86,7 @@ def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
         if topic.name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Topic {topic.name} is an internal topic and cannot be deleted.")
-        broker.replica_manager.delete_topic(topic.name)
+        await broker.replica_manager.delete_topic_replicated(topic.name)
         return _result(topic.name, topic.uuid, ErrorCode.none, None)
     except KafkaError as exc:
         return _result(name, topic_id, exc.code, exc.message)

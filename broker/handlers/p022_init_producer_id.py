@@ -20,7 +20,7 @@ Version notes:
 """
 
 from protocol.api import register
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from ..server import RequestContext
 
@@ -33,10 +33,16 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> dict:
                 "producer_epoch": -1}
     expected = None if pid == -1 else (pid, epoch)
     if request.transactional_id is None:
-        pid = ctx.broker.producer_ids.generate_producer_id()
+        try:
+            pid = ctx.broker.producer_ids.generate_producer_id()
+        except KafkaError as exc:  # the next producer-id block is still being allocated
+            return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
-    error, pid, epoch = await ctx.broker.txn_coordinator.init_producer_id(
-        request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000), expected)
+    try:
+        error, pid, epoch = await ctx.broker.txn_coordinator.init_producer_id(
+            request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000), expected)
+    except KafkaError as exc:
+        error, pid, epoch = exc.code, -1, -1
     if error == ErrorCode.producer_fenced and ctx.api_version < 4:
         error = ErrorCode.invalid_producer_epoch
     return {"throttle_time": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}

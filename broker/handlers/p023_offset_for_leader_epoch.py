@@ -15,7 +15,6 @@ from protocol.api import register
 from protocol.errors import KafkaError
 
 from ..server import RequestContext
-from .p001_fetch import check_leader_epoch
 
 
 @register(23, 2, 4)
@@ -26,8 +25,7 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> dict:
         parts = []
         for p in t.partitions:
             try:
-                part = rm.get(t.topic, p.partition)
-                check_leader_epoch(p.current_leader_epoch, part.leader_epoch)
+                part = rm.leader_partition(t.topic, p.partition, p.current_leader_epoch)
                 epoch, end = part.log.leader_epochs.end_offset_for(p.leader_epoch, part.log.log_end_offset)
                 parts.append({"error_code": 0, "partition": p.partition, "leader_epoch": epoch,
                               "end_offset": end})

@@ -10,14 +10,19 @@ Behavior:
   an older producer epoch; TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
 - Markers on ``__consumer_offsets`` partitions make the group coordinator materialize
   (COMMIT) or drop (ABORT) the producer's pending transactional offsets.
+- Appended with acks=all, as Kafka does: the answer waits until each marker is replicated to
+  the ISR (REQUEST_TIMED_OUT after request.timeout.ms); a partition led elsewhere answers
+  NOT_LEADER_OR_FOLLOWER.
 
 Version notes:
 - v0 is gone from Kafka 4.x (KIP-896); v1 is flexible; v2 (TV2) is not advertised.
 """
 
+import asyncio
+
 from coordinator.group.metadata import OFFSETS_TOPIC
 from protocol.api import register
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 
 from ..server import RequestContext
 
@@ -27,18 +32,22 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     rm = broker.replica_manager
     results = []
+    waiting = []
     for marker in request.markers:
         topics = []
         for t in marker.topics:
             parts = []
             for index in t.partition_indexes:
                 try:
-                    rm.append_marker(t.name, index, marker.producer_id, marker.producer_epoch,
-                                     marker.coordinator_epoch, marker.transaction_result)
+                    info = rm.append_marker(t.name, index, marker.producer_id, marker.producer_epoch,
+                                            marker.coordinator_epoch, marker.transaction_result)
                     if t.name == OFFSETS_TOPIC and broker.group_coordinator is not None:
                         broker.group_coordinator.complete_txn_offset_commits(
                             index, marker.producer_id, marker.transaction_result)
                     parts.append({"partition_index": index, "error_code": 0})
+                    waiter = rm.delayed_produce(t.name, index, info.last_offset + 1)
+                    if waiter is not None:
+                        waiting.append((parts[-1], waiter))
                 except KafkaError as exc:
                     broker.metrics.errors.labels("WriteTxnMarkers", exc.code.name).inc()
                     parts.append({"partition_index": index, "error_code": exc.code})
@@ -48,4 +57,17 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
              for i in t.partition_indexes if (t.name, i) in rm.partitions and rm.needs_flush(t.name, i)]
     if flush:
         await rm.flush(flush)
+    await _await_replication(waiting, broker.config["request.timeout.ms"] / 1000)
     return {"markers": results}
+
+
+async def _await_replication(waiting: list, timeout_s: float) -> None:
+    """Markers are written with acks=all, as Kafka writes them: answer once replicated."""
+    if not waiting:
+        return
+    done, _ = await asyncio.wait([w for _, w in waiting], timeout=timeout_s)
+    for result, waiter in waiting:
+        if waiter not in done:
+            result["error_code"] = ErrorCode.request_timed_out
+        elif waiter.result():
+            result["error_code"] = waiter.result()

@@ -36,7 +36,7 @@ async def handle_create_partitions(ctx: RequestContext, request) -> dict:
                 results.append(_result(t.name, ErrorCode.invalid_request, "Duplicate topic name."))
             continue
         try:
-            _create(ctx, t, request.validate_only)
+            await _create(ctx, t, request.validate_only)
             results.append(_result(t.name, ErrorCode.none, None))
         except KafkaError as exc:
             results.append(_result(t.name, exc.code, exc.message))
@@ -47,7 +47,7 @@ def _result(name: str, code: ErrorCode, message: str | None) -> dict:
     return {"name": name, "error_code": code, "error_message": message}
 
 
-def _create(ctx: RequestContext, t, validate_only: bool) -> None:
+async def _create(ctx: RequestContext, t, validate_only: bool) -> None:
     broker = ctx.broker
     topic = broker.metadata.topics.get(t.name)
     if topic is None:
@@ -69,7 +69,8 @@ def _create(ctx: RequestContext, t, validate_only: bool) -> None:
         for a in t.assignments:
             _check_assignment(ctx, list(a.broker_ids), rf)
     if not validate_only:
-        broker.replica_manager.add_partitions(t.name, t.count)
+        assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+        await broker.replica_manager.add_partitions_replicated(t.name, t.count, assignment)
 
 
 def _check_assignment(ctx: RequestContext, replicas: list[int], rf: int) -> None:
@@ -78,7 +79,7 @@ def _check_assignment(ctx: RequestContext, replicas: list[int], rf: int) -> None
                          "The manual partition assignment includes an empty replica list.")
     prev = None
     for b in sorted(replicas):
-        if b != ctx.broker.node_id:
+        if b not in ctx.broker.metadata.brokers:
             raise KafkaError(ErrorCode.invalid_replica_assignment,
                              f"The manual partition assignment includes broker {b}, but no such "
                              f"broker is registered.")

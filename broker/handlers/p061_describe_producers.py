@@ -24,7 +24,7 @@ async def handle_describe_producers(ctx: RequestContext, request) -> dict:
         parts = []
         for index in t.partition_indexes:
             try:
-                producers = rm.get(t.name, index).log.producer_state.producers.values()
+                producers = rm.leader_partition(t.name, index).log.producer_state.producers.values()
                 parts.append({"partition_index": index, "error_code": 0, "error_message": None,
                               "active_producers": [
                                   {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,

@@ -27,6 +27,7 @@ from protocol.errors import ErrorCode, KafkaError
 from ..admin_util import ALL_TOPIC_OPERATIONS
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..server import RequestContext
+from .p003_metadata import offline_replicas
 
 MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 
@@ -60,7 +61,8 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> dict
         upper = min(len(topic.partitions), start + remaining)
         partitions = [{"error_code": 0, "partition_index": i, "leader_id": p.leader,
                        "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas, "isr_nodes": p.isr,
-                       "eligible_leader_replicas": [], "last_known_elr": [], "offline_replicas": []}
+                       "eligible_leader_replicas": [], "last_known_elr": [],
+                       "offline_replicas": offline_replicas(ctx, p)}
                       for i, p in enumerate(topic.partitions[start:upper], start)]
         out.append({"error_code": 0, "name": name, "topic_id": topic.uuid, "is_internal": name in INTERNAL_TOPICS,
                     "partitions": partitions, "topic_authorized_operations": ALL_TOPIC_OPERATIONS})

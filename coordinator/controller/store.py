@@ -16,29 +16,12 @@ import base64
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+
+from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
+
+__all__ = ["MetadataStore", "PartitionState", "TopicState", "new_cluster_id", "PRODUCER_ID_BLOCK_SIZE"]
 
 PRODUCER_ID_BLOCK_SIZE = 1000
-
-
-@dataclass
-class PartitionState:
-    leader: int
-    leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
-
-
-@dataclass
-class TopicState:
-    name: str
-    topic_id: str
-    partitions: list[PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(self.topic_id)
 
 
 def new_cluster_id() -> str:
@@ -46,16 +29,21 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-class MetadataStore:
-    """File-backed metadata for one broker (which is its own controller)."""
+class MetadataStore(MetadataCache):
+    """File-backed metadata for one broker (which is its own controller); it is its own cache."""
+
+    clustered = False
 
     def __init__(self, path: str, node_id: int) -> None:
+        super().__init__(node_id)
         self.path = path
-        self.node_id = node_id
         self.cluster_id = new_cluster_id()
-        self.topics: dict[str, TopicState] = {}
+        self.controller_id = node_id
         self.next_producer_id_block = 0
         self._load()
+
+    def register_self(self, registration: BrokerRegistration) -> None:
+        self.brokers = {registration.node_id: registration}
 
     def _load(self) -> None:
         try:
@@ -68,7 +56,7 @@ class MetadataStore:
         self.next_producer_id_block = raw.get("next_producer_id_block", 0)
         for name, t in raw["topics"].items():
             self.topics[name] = TopicState(name, t["topic_id"],
-                                           [PartitionState(**p) for p in t["partitions"]],
+                                           [PartitionState.from_json(p) for p in t["partitions"]],
                                            t.get("configs", {}))
 
     def _save(self) -> None:
@@ -76,7 +64,7 @@ class MetadataStore:
             "cluster_id": self.cluster_id,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {n: {"topic_id": t.topic_id, "configs": t.configs,
-                           "partitions": [asdict(p) for p in t.partitions]}
+                           "partitions": [p.to_json() for p in t.partitions]}
                        for n, t in self.topics.items()},
         }
         tmp = self.path + ".tmp"
@@ -111,12 +99,6 @@ class MetadataStore:
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
         self._save()
-
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
-        for topic in self.topics.values():
-            if topic.uuid == topic_id:
-                return topic
-        return None
 
     def elect_self_leader_everywhere(self) -> None:
         """At start-up this broker (re)takes leadership: every leader epoch is bumped."""

@@ -137,7 +137,8 @@ class GroupCoordinator:
         topic = self.replica_manager.topic(OFFSETS_TOPIC)
         if topic is not None:
             local = [p for p in range(len(topic.partitions))
-                     if (OFFSETS_TOPIC, p) in self.replica_manager.partitions]
+                     if (OFFSETS_TOPIC, p) in self.replica_manager.partitions
+                     and self.replica_manager.partitions[(OFFSETS_TOPIC, p)].is_leader]
             self.loading_partitions.update(local)
             self._load_task = asyncio.get_running_loop().create_task(self._load_partitions(local))
         interval = self.config["offsets.retention.check.interval.ms"]
@@ -198,7 +199,8 @@ class GroupCoordinator:
         if topic is None:
             topic = self.replica_manager.ensure_internal_topic(
                 OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
-                {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])})
+                {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
+                self.config["offsets.topic.replication.factor"])
             # Fresh partitions hold nothing to load: they are ours at once.
             self.owned_partitions.update(range(len(topic.partitions)))
             log.info("offsets_topic_created", topic=OFFSETS_TOPIC, partitions=len(topic.partitions))

@@ -1,0 +1,325 @@
+"""``python -m broker.devcluster --nodes 3 --data-dir DIR``: etcd and N brokers on loopback.
+
+Starts Debian's ``etcd`` (data under DIR/etcd) and N broker processes (node ids 1..N, data
+under DIR/broker-<id>, each logging to DIR/broker-<id>.log), waits until every broker listens
+and has registered, prints one line ``bootstrap.servers=host:port,host:port,...`` and runs
+until SIGTERM or Ctrl-C, then stops the brokers (controlled shutdown) and etcd.
+
+:class:`DevCluster` is the same thing as a library: the cluster tests use it to kill, pause,
+restart or wipe single nodes and to stop etcd.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ETCD_CANDIDATES = ("etcd", "/usr/bin/etcd", "/usr/local/bin/etcd")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def etcd_binary() -> str | None:
+    for candidate in ETCD_CANDIDATES:
+        found = shutil.which(candidate)
+        if found:
+            return found
+    return None
+
+
+def _wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} during start-up")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{what} did not listen on {port} within {timeout}s")
+
+
+class Node:
+    """One broker process of the cluster; keeps its node id, port and data directory."""
+
+    def __init__(self, cluster: DevCluster, node_id: int, port: int) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.port = port
+        self.data_dir = os.path.join(cluster.data_dir, f"broker-{node_id}")
+        self.log_path = self.data_dir + ".log"
+        self.proc: subprocess.Popen | None = None
+        self.overrides: dict[str, str] = {}
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def command(self) -> list[str]:
+        props = {**self.cluster.broker_properties(), "node.id": str(self.node_id),
+                 "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": self.data_dir,
+                 **self.overrides}
+        cmd = [sys.executable, "-m", "broker"]
+        for k, v in props.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def start(self, wait: bool = True, timeout: float = 60.0) -> Node:
+        with open(self.log_path, "a") as out:
+            out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n")
+            out.flush()
+            self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        if wait:
+            _wait_port(self.port, timeout, self.proc, f"broker {self.node_id}")
+        return self
+
+    def stop(self, timeout: float = 40.0) -> int:
+        """SIGTERM (controlled shutdown), then SIGKILL if it does not exit in time."""
+        if not self.alive:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def kill9(self) -> None:
+        if self.alive:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        if self.alive:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.alive:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def wipe(self) -> None:
+        """Delete the data directory (the broker must be down): it returns empty."""
+        assert not self.alive
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def output(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+
+class DevCluster:
+    def __init__(self, data_dir: str, nodes: int = 3, base_port: int = 0, etcd_port: int = 0,
+                 overrides: dict[str, str] | None = None) -> None:
+        self.data_dir = os.path.abspath(data_dir)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.etcd_port = etcd_port or free_port()
+        self.etcd_peer_port = free_port()
+        self.overrides = dict(overrides or {})
+        self.nodes = {i: Node(self, i, (base_port + i - 1) if base_port else free_port())
+                      for i in range(1, nodes + 1)}
+        self.etcd: subprocess.Popen | None = None
+        self.prefix = "/kbroker"
+
+    # --- configuration --------------------------------------------------------------------------
+
+    def broker_properties(self) -> dict[str, str]:
+        n = len(self.nodes)
+        props = {
+            "metadata.etcd.endpoints": f"127.0.0.1:{self.etcd_port}",
+            "metadata.etcd.prefix": self.prefix,
+            "offsets.topic.replication.factor": str(min(3, n)),
+            "transaction.state.log.replication.factor": str(min(3, n)),
+            "transaction.state.log.min.isr": str(min(2, n)),
+            "metrics.listener": "127.0.0.1:0",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        props.update(self.overrides)
+        return props
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(node.address for node in self.nodes.values())
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[node_id]
+
+    # --- etcd -----------------------------------------------------------------------------------
+
+    def start_etcd(self, timeout: float = 30.0) -> None:
+        binary = etcd_binary()
+        if binary is None:
+            raise RuntimeError("etcd is not installed (Debian package etcd-server; `make tools` installs it)")
+        data = os.path.join(self.data_dir, "etcd")
+        client = f"http://127.0.0.1:{self.etcd_port}"
+        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        cmd = [binary, "--name", "kbroker-etcd", "--data-dir", data,
+               "--listen-client-urls", client, "--advertise-client-urls", client,
+               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+               "--initial-cluster", f"kbroker-etcd={peer}",
+               "--heartbeat-interval", "100", "--election-timeout", "500", "--log-level", "warn"]
+        with open(os.path.join(self.data_dir, "etcd.log"), "a") as out:
+            self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait_port(self.etcd_port, timeout, self.etcd, "etcd")
+
+    def stop_etcd(self) -> None:
+        if self.etcd is not None and self.etcd.poll() is None:
+            self.etcd.terminate()
+            try:
+                self.etcd.wait(10)
+            except subprocess.TimeoutExpired:
+                self.etcd.kill()
+                self.etcd.wait()
+
+    # --- whole cluster --------------------------------------------------------------------------
+
+    def start(self, timeout: float = 90.0) -> DevCluster:
+        self.start_etcd()
+        for node in self.nodes.values():
+            node.start(wait=False)
+        deadline = time.monotonic() + timeout
+        for node in self.nodes.values():
+            _wait_port(node.port, max(deadline - time.monotonic(), 1), node.proc, f"broker {node.node_id}")
+        self.wait_registered(set(self.nodes), deadline - time.monotonic())
+        return self
+
+    def wait_registered(self, node_ids: set[int], timeout: float = 60.0) -> None:
+        """Until every broker in ``node_ids`` appears in another broker's Metadata answer."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if node_ids <= set(self.registered_brokers()):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"brokers {sorted(node_ids)} did not all register within {timeout}s")
+
+    def registered_brokers(self) -> list[int]:
+        """Broker ids in the Metadata answer of the first live broker (a raw v1 request)."""
+        for node in self.nodes.values():
+            if not node.alive:
+                continue
+            try:
+                return metadata_broker_ids(node.port)
+            except OSError:
+                continue
+        return []
+
+    def stop(self) -> None:
+        for node in self.nodes.values():
+            if node.alive:
+                node.proc.send_signal(signal.SIGTERM)
+        for node in self.nodes.values():
+            node.stop()
+        self.stop_etcd()
+
+    def kill(self) -> None:
+        for node in self.nodes.values():
+            node.resume()
+            node.kill9()
+        if self.etcd is not None and self.etcd.poll() is None:
+            self.etcd.kill()
+            self.etcd.wait()
+
+
+def metadata_broker_ids(port: int, timeout: float = 2.0) -> list[int]:
+    """Send Metadata v1 with an empty topic list; return the brokers it lists."""
+    import struct
+    client_id = b"devcluster"
+    body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + struct.pack(">i", 0)
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        data = _recv(s, size)
+    pos = 4
+    (n,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    ids = []
+    for _ in range(n):
+        (node_id,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        (hl,) = struct.unpack_from(">h", data, pos)
+        pos += 2 + hl + 4
+        (rl,) = struct.unpack_from(">h", data, pos)
+        pos += 2 + max(rl, 0)
+        ids.append(node_id)
+    return ids
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return buf
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m broker.devcluster",
+                                description="etcd and N brokers on loopback, one Kafka cluster.")
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--data-dir", default="kbroker-cluster")
+    p.add_argument("--base-port", type=int, default=9092,
+                   help="first broker port (node i listens on base+i-1); 0 picks free ports")
+    p.add_argument("--etcd-port", type=int, default=0, help="etcd client port (default: a free port)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="a broker property for every node (repeatable)")
+    args = p.parse_args(argv)
+    if args.nodes < 1:
+        p.error("--nodes must be at least 1")
+    overrides = dict(o.split("=", 1) for o in args.override)
+    cluster = DevCluster(args.data_dir, args.nodes, args.base_port, args.etcd_port, overrides)
+    stopping = False
+
+    def on_signal(signum, _frame):
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        cluster.start()
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"devcluster: {exc}; logs in {cluster.data_dir}", file=sys.stderr)
+        cluster.kill()
+        return 1
+    print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
+    print(json.dumps({"etcd": f"127.0.0.1:{cluster.etcd_port}", "logs": cluster.data_dir,
+                      "nodes": {n.node_id: n.address for n in cluster.nodes.values()}}), flush=True)
+    try:
+        while not stopping:
+            for node in cluster.nodes.values():
+                if node.proc is not None and node.proc.poll() is not None and not stopping:
+                    print(f"devcluster: broker {node.node_id} exited with {node.proc.returncode}; "
+                          f"see {node.log_path}", file=sys.stderr, flush=True)
+                    node.proc = None
+            time.sleep(0.2)
+    finally:
+        cluster.stop()
+    print("devcluster: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""One hosted partition: the unit of replication (after Kafka's ``Partition``).
+
+Owns the leader/follower role of this replica, the replica set and ISR as last applied from
+the metadata image, the pending ISR change this leader has proposed (KIP-497: until it is
+committed the high watermark is computed over the larger of the two sets), every follower's
+fetch state (log end offset, last caught-up time), the high watermark, the acks=all purgatory
+(produce requests waiting for the high watermark to pass their last offset) and the long-poll
+waiters of fetch requests.
+
+Differs from Kafka: no remote log, no fetch-from-follower (KIP-392), no eligible leader
+replicas (KIP-966); an ISR change is written by the leader into the metadata store directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import AppendInfo, Log
+
+log = structlog.get_logger("broker.partition")
+
+# Propose an ISR change: (partition, new isr) -> awaitable that returns once written or refused.
+AlterIsr = Callable[["Partition", list[int]], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower (Kafka's ``Replica``)."""
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_log_end_offset: int = 0
+
+
+@dataclass(slots=True)
+class _DelayedProduce:
+    required_offset: int
+    min_isr: int
+    future: asyncio.Future
+
+
+@dataclass
+class Partition:
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    log: Log
+    node_id: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    leader_id: int = -1
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    pending_isr: list[int] | None = None
+    followers: dict[int, ReplicaState] = field(default_factory=dict)
+    waiters: list = field(default_factory=list)
+    delayed: list[_DelayedProduce] = field(default_factory=list)
+    on_hw_advance: Callable[[Partition], None] | None = None
+
+    # --- role -------------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.node_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the high watermark waits for: committed ∪ pending (KIP-497)."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
+    def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> bool:
+        """Become (or stay) leader at ``leader_epoch``; True when this is a new leadership."""
+        new = not self.is_leader or leader_epoch != self.leader_epoch
+        self.leader_id, self.replicas, self.isr = self.node_id, list(replicas), list(isr)
+        self.partition_epoch, self.pending_isr = partition_epoch, None
+        if new:
+            self.leader_epoch = leader_epoch
+            self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+            now = _now_ms()
+            self.followers = {r: ReplicaState(last_caught_up_ms=now if r in isr else 0)
+                              for r in replicas if r != self.node_id}
+        else:
+            for r in replicas:
+                if r != self.node_id:
+                    self.followers.setdefault(r, ReplicaState())
+        self.maybe_increment_high_watermark()
+        self.check_delayed()
+        return new
+
+    def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
+                      replicas: list[int], isr: list[int]) -> bool:
+        """Follow ``leader_id``; True when the leader or its epoch changed (refetch needed)."""
+        new = self.leader_id != leader_id or leader_epoch != self.leader_epoch
+        was_leader = self.is_leader
+        self.leader_id, self.leader_epoch, self.partition_epoch = leader_id, leader_epoch, partition_epoch
+        self.replicas, self.isr, self.pending_isr = list(replicas), list(isr), None
+        self.followers = {}
+        if was_leader or new:
+            self.fail_delayed(ErrorCode.not_leader_or_follower)
+            self.wake_waiters()
+        return new
+
+    def check_leader(self, current_leader_epoch: int = -1) -> None:
+        """Raise what Kafka answers a client that reached the wrong replica or epoch."""
+        if current_leader_epoch >= 0 and current_leader_epoch != self.leader_epoch:
+            if current_leader_epoch < self.leader_epoch:
+                raise KafkaError(ErrorCode.fenced_leader_epoch,
+                                 f"leader epoch {current_leader_epoch} is older than {self.leader_epoch}")
+            raise KafkaError(ErrorCode.unknown_leader_epoch,
+                             f"leader epoch {current_leader_epoch} is newer than {self.leader_epoch}")
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.not_leader_or_follower,
+                             f"this broker is not the leader of {self.topic}-{self.index}")
+
+    # --- leader: appends and acks=all -------------------------------------------------------------
+
+    def append_records_to_leader(self, records: bytes, acks: int, min_isr: int, *,
+                                 client: bool = True) -> AppendInfo:
+        self.check_leader()
+        if acks == -1 and len(self.isr) < min_isr:
+            raise KafkaError(ErrorCode.not_enough_replicas,
+                             f"The size of the current ISR {self.isr} is insufficient to satisfy "
+                             f"the min.isr requirement of {min_isr} for partition {self.topic}-{self.index}")
+        info = self.log.append_as_leader(records, self.leader_epoch, client=client)
+        if not info.duplicate:
+            self.wake_waiters()
+            self.maybe_increment_high_watermark()
+        return info
+
+    def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool) -> AppendInfo:
+        self.check_leader()
+        info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
+                                      self.leader_epoch)
+        self.wake_waiters()
+        self.maybe_increment_high_watermark()
+        return info
+
+    def delayed_produce(self, required_offset: int, min_isr: int) -> asyncio.Future | None:
+        """A future that completes with an error code (0 = replicated) once the high watermark
+        passes ``required_offset`` (the append's next offset); None when it already has."""
+        if self.high_watermark >= required_offset:
+            return None
+        fut = asyncio.get_running_loop().create_future()
+        self.delayed.append(_DelayedProduce(required_offset, min_isr, fut))
+        return fut
+
+    def check_delayed(self) -> None:
+        if not self.delayed:
+            return
+        hw, still = self.high_watermark, []
+        for d in self.delayed:
+            if d.future.done():
+                continue
+            if hw >= d.required_offset:
+                # Kafka: replicated, but the ISR shrank below min.insync.replicas meanwhile.
+                d.future.set_result(ErrorCode.not_enough_replicas_after_append
+                                    if len(self.isr) < d.min_isr else 0)
+            else:
+                still.append(d)
+        self.delayed = still
+
+    def fail_delayed(self, code: ErrorCode) -> None:
+        delayed, self.delayed = self.delayed, []
+        for d in delayed:
+            if not d.future.done():
+                d.future.set_result(code)
+
+    # --- leader: follower fetch state, high watermark, ISR ----------------------------------------
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> list[int] | None:
+        """Record a follower's fetch (its log end offset); returns a proposed ISR to expand to."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return None
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = now_ms
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_ms = now_ms
+        state.last_fetch_leader_log_end_offset = leader_leo
+        self.maybe_increment_high_watermark()
+        if (replica_id not in self.maximal_isr and self.pending_isr is None
+                and fetch_offset >= self.high_watermark
+                and fetch_offset >= self._leader_epoch_start_offset()):
+            return self.isr + [replica_id]
+        return None
+
+    def _leader_epoch_start_offset(self) -> int:
+        cache = self.log.leader_epochs
+        return cache.start_offsets[-1] if cache.epochs and cache.epochs[-1] == self.leader_epoch else 0
+
+    def lagging_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        return [r for r in self.isr if r != self.node_id and r in self.followers
+                and now_ms - self.followers[r].last_caught_up_ms > max_lag_ms]
+
+    def maybe_increment_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        leo = self.log.log_end_offset
+        new_hw = leo
+        for r in self.maximal_isr:
+            if r == self.node_id:
+                continue
+            state = self.followers.get(r)
+            new_hw = min(new_hw, state.log_end_offset if state is not None else -1)
+        if new_hw > self.log.high_watermark:
+            self.log.high_watermark = new_hw
+            self.wake_waiters()
+            self.check_delayed()
+            if self.on_hw_advance is not None:
+                self.on_hw_advance(self)
+            return True
+        return False
+
+    # --- follower ---------------------------------------------------------------------------------
+
+    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> None:
+        if records:
+            self.log.append_as_follower(records)
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw > self.log.high_watermark:
+            self.log.high_watermark = hw
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log.log_end_offset:
+            log.info("replica_truncated", topic=self.topic, partition=self.index,
+                     from_offset=self.log.log_end_offset, to_offset=offset, leader_epoch=self.leader_epoch)
+            self.log.truncate_to(offset)
+
+    # --- fetch long poll --------------------------------------------------------------------------
+
+    def wake_waiters(self) -> None:
+        waiters, self.waiters = self.waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

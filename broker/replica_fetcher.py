@@ -1,0 +1,182 @@
+"""Follower replication: one fetcher task per source broker, Kafka's follower-fetch protocol.
+
+Owns: the partitions this broker follows, grouped by their leader; each group is fetched by
+one task on its own connection with Fetch v12 (replica id set, fetch offset = our log end
+offset, ``last_fetched_epoch`` = our latest leader epoch). A response's records are appended as
+they are (offsets and epochs assigned by the leader; producer state and the aborted-transaction
+index rebuilt from the batches); the follower's high watermark is min(leader's, own log end
+offset). A ``diverging_epoch`` answer truncates the log to where it agrees with the leader
+(Kafka's KIP-320 truncation), and the next fetch checks again.
+
+Differs from Kafka: no fetch sessions between brokers (every fetch is a full fetch); a
+follower whose log is below the leader's log start offset starts over from an empty log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Callable
+
+import structlog
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+
+from protocol.errors import ErrorCode
+from storage.leader_epoch import UNDEFINED_EPOCH
+
+from .network_client import NetworkClient
+from .partition import Partition
+
+log = structlog.get_logger("broker.replica_fetcher")
+
+FETCH_VERSION = 12
+
+
+class ReplicaFetcher:
+    def __init__(self, node_id: int, leader_id: int, resolve: Callable[[int], tuple[str, int] | None],
+                 config, on_fetched: Callable[[Partition], None]) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.config = config
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.client = NetworkClient(f"replica-fetcher-{node_id}-from-{leader_id}", resolve,
+                                    timeout=config["replica.fetch.wait.max.ms"] / 1000 + 10)
+        self.changed = asyncio.Event()
+        self.on_fetched = on_fetched
+        self.task = asyncio.get_running_loop().create_task(self._run())
+        self._failures = 0
+
+    def add(self, part: Partition) -> None:
+        self.partitions[(part.topic, part.index)] = part
+        self.changed.set()
+
+    def remove(self, part: Partition) -> None:
+        self.partitions.pop((part.topic, part.index), None)
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        try:
+            await self.task
+        except (asyncio.CancelledError, Exception):
+            pass
+        self.client.close()
+
+    async def _run(self) -> None:
+        backoff = self.config["replica.fetch.backoff.ms"] / 1000
+        while True:
+            if not self.partitions:
+                self.changed.clear()
+                await self.changed.wait()
+                continue
+            fetched = dict(self.partitions)
+            request = self._build_request(fetched)
+            try:
+                response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request)
+            except (ConnectionError, OSError, TimeoutError) as exc:
+                self._failures += 1
+                if self._failures in (1, 10) or self._failures % 100 == 0:
+                    log.warning("replica_fetch_failed", leader=self.leader_id, error=str(exc),
+                                failures=self._failures)
+                await asyncio.sleep(backoff)
+                continue
+            self._failures = 0
+            if response.error_code:
+                await asyncio.sleep(backoff)
+                continue
+            if not self._process(fetched, request, response):
+                await asyncio.sleep(backoff)
+
+    def _build_request(self, parts: dict[tuple[str, int], Partition]) -> FetchRequest:
+        by_topic: dict[str, list[FetchPartition]] = {}
+        max_bytes = self.config["replica.fetch.max.bytes"]
+        for (topic, index), part in parts.items():
+            plog = part.log
+            by_topic.setdefault(topic, []).append(FetchPartition(
+                partition=index, current_leader_epoch=part.leader_epoch,
+                fetch_offset=plog.log_end_offset, last_fetched_epoch=plog.leader_epochs.latest_epoch,
+                log_start_offset=plog.log_start_offset, partition_max_bytes=max_bytes))
+        return FetchRequest(
+            cluster_id=None, replica_id=self.node_id,
+            max_wait=datetime.timedelta(milliseconds=self.config["replica.fetch.wait.max.ms"]),
+            min_bytes=1, max_bytes=self.config["replica.fetch.response.max.bytes"], isolation_level=0,
+            session_id=0, session_epoch=-1,
+            topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=(), rack_id="")
+
+    def _process(self, fetched: dict, request: FetchRequest, response) -> bool:
+        """Apply one response; False when every partition failed (back off)."""
+        sent = {(t.topic, p.partition): p for t in request.topics for p in t.partitions}
+        ok = False
+        for topic in response.responses:
+            for pd in topic.partitions:
+                key = (topic.topic, pd.partition_index)
+                part = self.partitions.get(key)
+                asked = sent.get(key)
+                if part is None or part is not fetched.get(key) or asked is None \
+                        or part.leader_epoch != asked.current_leader_epoch \
+                        or part.log.log_end_offset != asked.fetch_offset:
+                    continue  # the partition moved on while the fetch was in flight
+                if pd.error_code:
+                    if pd.error_code == ErrorCode.offset_out_of_range:
+                        self._out_of_range(part, pd)
+                    continue
+                ok = True
+                if pd.diverging_epoch.epoch >= 0 or pd.diverging_epoch.end_offset >= 0:
+                    self._truncate(part, pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset)
+                    continue
+                try:
+                    part.append_as_follower(pd.records or b"", pd.high_watermark)
+                except Exception:
+                    log.exception("follower_append_failed", topic=part.topic, partition=part.index)
+                    continue
+                if pd.records:
+                    self.on_fetched(part)
+        return ok
+
+    def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> None:
+        plog = part.log
+        epoch, end = plog.leader_epochs.end_offset_for(leader_epoch, plog.log_end_offset)
+        target = min(leader_end_offset, plog.log_end_offset) if epoch == UNDEFINED_EPOCH \
+            else min(end, leader_end_offset)
+        part.truncate_to(max(target, plog.log_start_offset))
+
+    def _out_of_range(self, part: Partition, pd) -> None:
+        plog = part.log
+        if plog.log_end_offset > pd.log_start_offset >= 0 and pd.high_watermark >= 0:
+            part.truncate_to(max(pd.high_watermark, plog.log_start_offset))
+        elif pd.log_start_offset > plog.log_end_offset:
+            log.warning("follower_below_leader_log_start", topic=part.topic, partition=part.index,
+                        log_end_offset=plog.log_end_offset, leader_log_start=pd.log_start_offset)
+            plog.truncate_fully_and_start_at(pd.log_start_offset)
+
+
+class ReplicaFetcherManager:
+    """Fetchers by source broker; partitions move between them on leadership changes."""
+
+    def __init__(self, node_id: int, resolve: Callable[[int], tuple[str, int] | None], config,
+                 on_fetched: Callable[[Partition], None]) -> None:
+        self.node_id = node_id
+        self.resolve = resolve
+        self.config = config
+        self.on_fetched = on_fetched
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.assigned: dict[tuple[str, int], int] = {}
+
+    def add_partition(self, part: Partition, leader_id: int) -> None:
+        self.remove_partition(part)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.node_id, leader_id, self.resolve,
+                                                                self.config, self.on_fetched)
+        fetcher.add(part)
+        self.assigned[(part.topic, part.index)] = leader_id
+
+    def remove_partition(self, part: Partition) -> None:
+        leader_id = self.assigned.pop((part.topic, part.index), None)
+        if leader_id is not None and leader_id in self.fetchers:
+            self.fetchers[leader_id].remove(part)
+
+    async def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()

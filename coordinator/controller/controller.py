@@ -1,0 +1,217 @@
+"""The controller: replica assignment, leader election, ISR fencing, preferred-leader balance.
+
+Owns the decisions that Kafka's QuorumController makes, taken on the metadata image and written
+to the store by compare-and-swap:
+
+- ``assign_replicas``: spread partitions and their leaders over the live brokers (rack-aware when
+  brokers have ``broker.rack``), Kafka's round-robin with a shifted follower start;
+  INVALID_REPLICATION_FACTOR when the factor exceeds the live broker count.
+- One controller at a time (etcd backend): the broker that creates the ``controller`` key under
+  its lease; the key's create_revision is the controller epoch and every write compares it, so
+  a deposed controller resumed from a pause cannot write.
+- Reconciliation, level-triggered on every image change and on a short timer: a partition whose
+  leader is gone (lease expired) or shutting down (controlled shutdown) gets a new leader from
+  its ISR, in replica order, with the leader epoch bumped; no live ISR member means no leader
+  (NO_LEADER) unless ``unclean.leader.election.enable``; brokers that are gone leave every ISR;
+  with ``auto.leader.rebalance.enable`` a partition goes back to its preferred (first) replica
+  once that replica is back in the ISR.
+
+Differs from Kafka: ISR shrink/expand on lag is written by the partition leader itself (see
+``etcd_store``); elections are checked on every image change instead of on broker heartbeats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import replace
+from typing import Protocol
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+
+from .metadata import NO_LEADER, BrokerRegistration, PartitionState
+
+log = structlog.get_logger("controller")
+
+
+def assign_replicas(num_partitions: int, replication_factor: int, brokers: dict[int, str | None],
+                    start_partition: int = 0, seed: int | None = None) -> list[list[int]]:
+    """Replica lists for ``num_partitions`` new partitions (Kafka's AdminUtils shape): leaders
+    round-robin from a random start, followers shifted so replicas of neighbouring partitions
+    differ; with racks, the broker order alternates racks so each partition spans racks."""
+    check_replication_factor(replication_factor, len(brokers))
+    ordered = _rack_alternated(brokers)
+    n = len(ordered)
+    rnd = random.Random(seed)
+    start = rnd.randrange(n)
+    shift = rnd.randrange(n)
+    out = []
+    for p in range(start_partition, start_partition + num_partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        replicas = [ordered[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(ordered[(first + 1 + (shift + j) % (n - 1)) % n] if n > 1 else ordered[first])
+        out.append(replicas)
+    return out
+
+
+def check_replication_factor(replication_factor: int, registered: int) -> None:
+    """INVALID_REPLICATION_FACTOR with Kafka 4's words when the factor cannot be met."""
+    if replication_factor <= 0:
+        raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+    if replication_factor > registered:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Unable to replicate the partition {replication_factor} time(s): The target "
+                         f"replication factor of {replication_factor} cannot be reached because only "
+                         f"{registered} broker(s) are registered.")
+
+
+def _rack_alternated(brokers: dict[int, str | None]) -> list[int]:
+    if not any(brokers.values()):
+        return sorted(brokers)
+    by_rack: dict[str, list[int]] = {}
+    for node, rack in sorted(brokers.items()):
+        by_rack.setdefault(rack or "", []).append(node)
+    racks = sorted(by_rack)
+    out = []
+    for i in range(max(len(v) for v in by_rack.values())):
+        out.extend(by_rack[r][i] for r in racks if i < len(by_rack[r]))
+    return out
+
+
+def elect(state: PartitionState, live: set[int], alive: set[int], *, unclean: bool,
+          preferred: bool) -> PartitionState | None:
+    """The new state of one partition for the live brokers, or None when nothing changes.
+
+    ``alive``: registered brokers; ``live``: those of them not shutting down (may lead)."""
+    isr = [r for r in state.isr if r in alive]
+    leader = state.leader
+    if leader not in live:
+        candidates = [r for r in state.replicas if r in isr and r in live]
+        if candidates:
+            leader = candidates[0]
+            isr = [r for r in isr if r in live]
+        elif unclean and any(r in live for r in state.replicas):
+            leader = next(r for r in state.replicas if r in live)
+            isr = [leader]
+        else:
+            leader = NO_LEADER
+            isr = isr or state.isr[:1]  # keep the last ISR member: it may come back
+    elif preferred and state.preferred_leader != leader and state.preferred_leader in live \
+            and state.preferred_leader in isr:
+        leader = state.preferred_leader
+    isr = [r for r in isr if r in live or r == leader] if leader != NO_LEADER else isr
+    if leader == state.leader and isr == state.isr:
+        return None
+    epoch = state.leader_epoch + (1 if leader != state.leader else 0)
+    return replace(state, leader=leader, leader_epoch=epoch, isr=isr,
+                   partition_epoch=state.partition_epoch + 1)
+
+
+class ControllerStore(Protocol):
+    node_id: int
+    controller_id: int
+    controller_epoch: int
+    brokers: dict[int, BrokerRegistration]
+    topics: dict
+    connected: bool
+
+    async def campaign(self) -> int: ...
+
+    async def alter_partitions(self, changes, controller_epoch: int | None = None) -> set: ...
+
+
+class Controller:
+    """Runs on every broker; acts only while this broker holds the controller key."""
+
+    def __init__(self, store: ControllerStore, config) -> None:
+        self.store = store
+        self.config = config
+        self.epoch = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._last_rebalance = time.monotonic()
+
+    @property
+    def is_active(self) -> bool:
+        return self.epoch > 0 and self.store.controller_id == self.store.node_id \
+            and self.store.controller_epoch == self.epoch
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def wake(self, *_args) -> None:
+        self._wake.set()
+
+    async def _run(self) -> None:
+        interval = 0.25
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if not self.store.connected:
+                continue  # no decisions on an image that may be stale
+            try:
+                await self._campaign_if_vacant()
+                if self.is_active:
+                    await self.reconcile()
+            except KafkaError as exc:
+                log.warning("controller_pass_failed", error=exc.message or exc.code.name)
+            except Exception:
+                log.exception("controller_pass_failed")
+
+    async def _campaign_if_vacant(self) -> None:
+        if self.store.controller_id == self.store.node_id and self.store.controller_epoch:
+            if self.epoch != self.store.controller_epoch:
+                self.epoch = self.store.controller_epoch
+                log.info("controller_elected", node_id=self.store.node_id, controller_epoch=self.epoch)
+            return
+        if self.epoch:
+            log.info("controller_resigned", node_id=self.store.node_id, controller_epoch=self.epoch)
+            self.epoch = 0
+        if self.store.controller_id < 0:
+            epoch = await self.store.campaign()
+            if epoch:
+                self.epoch = epoch
+                log.info("controller_elected", node_id=self.store.node_id, controller_epoch=epoch)
+
+    async def reconcile(self) -> None:
+        brokers = self.store.brokers
+        alive = set(brokers)
+        live = {n for n, b in brokers.items() if not b.controlled_shutdown}
+        now = time.monotonic()
+        preferred = False
+        if self.config["auto.leader.rebalance.enable"]:
+            interval = self.config["leader.imbalance.check.interval.seconds"]
+            if now - self._last_rebalance >= interval:
+                preferred, self._last_rebalance = True, now
+        unclean_default = self.config["unclean.leader.election.enable"]
+        changes = []
+        for topic in list(self.store.topics.values()):
+            unclean = str(topic.configs.get("unclean.leader.election.enable", unclean_default)).lower() == "true"
+            for index, state in enumerate(topic.partitions):
+                new = elect(state, live, alive, unclean=unclean, preferred=preferred)
+                if new is not None:
+                    changes.append((topic.name, index, new, state.mod_revision))
+        if not changes:
+            return
+        written = await self.store.alter_partitions(changes, controller_epoch=self.epoch)
+        for topic, index, new, _ in changes:
+            if (topic, index) in written:
+                log.info("partition_leader_elected", topic=topic, partition=index, leader=new.leader,
+                         leader_epoch=new.leader_epoch, isr=new.isr, controller_epoch=self.epoch)

@@ -1,0 +1,455 @@
+"""The etcd backend of cluster metadata: registration, the watched image, compare-and-swap writes.
+
+Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/kbroker``)::
+
+    cluster_id                      put once, by whoever comes first
+    brokers/<node.id>               BrokerRegistration, attached to the broker's lease
+    controller                      the elected controller's node id, attached to its lease;
+                                    its create_revision is the controller epoch
+    topics/<name>                   topic id, configs, partition count
+    partitions/<name>/<index>       PartitionState (leader, leader epoch, replicas, ISR, partition epoch)
+    producer_id_block               the next free producer-id block
+
+Every write is one etcd transaction that compares what it depends on: a topic is created only
+if absent, a partition changes only at the mod_revision this broker read (and, for controller
+decisions, only while the controller key still has the controller's create_revision), and a
+producer-id block is taken only at the counter's mod_revision. A transaction stays below etcd's
+128-operation limit (``MAX_TXN_OPS``): larger changes are split, the topic key first.
+
+The image is loaded with one range read and kept current by a watch from the last applied
+revision + 1; after a compaction error (or any watch failure) it is reloaded in full and
+the difference applied. While etcd is unreachable the image simply stays as it is: leaders
+keep serving, nothing changes leadership, and the outage is logged and shown in
+``kbroker_etcd_connected``.
+
+Differs from Kafka: the brokers read etcd directly instead of replicating a KRaft metadata
+log, and a partition leader writes its own ISR changes (compare-and-swap on the partition
+key, as Kafka's ZooKeeper mode did) instead of sending AlterPartition to the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable
+
+import aetcd
+import structlog
+from aetcd import exceptions as etcd_errors
+
+from protocol.errors import ErrorCode, KafkaError
+
+from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
+from .store import PRODUCER_ID_BLOCK_SIZE, new_cluster_id
+
+log = structlog.get_logger("controller.etcd")
+
+MAX_TXN_OPS = 120
+ETCD_ERRORS = (etcd_errors.ClientError, OSError, asyncio.TimeoutError)
+
+
+class RegistrationConflict(Exception):
+    """Another live process holds this node.id."""
+
+
+def _dumps(value: dict) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class EtcdMetadataStore(MetadataCache):
+    clustered = True
+
+    def __init__(self, node_id: int, endpoints: str, prefix: str = "/kbroker",
+                 session_timeout_ms: int = 9000, on_connectivity: Callable[[bool], None] | None = None) -> None:
+        super().__init__(node_id)
+        host, _, port = endpoints.split(",")[0].strip().rpartition(":")
+        self.client = aetcd.Client(host=host or "127.0.0.1", port=int(port or 2379), timeout=5)
+        self.prefix = prefix.rstrip("/")
+        self.ttl = max(1, round(session_timeout_ms / 1000))
+        self.lease: aetcd.leases.Lease | None = None
+        self.registration: BrokerRegistration | None = None
+        self.revision = 0
+        self.controller_epoch = 0
+        self._topic_raw: dict[str, dict] = {}
+        self._parts: dict[tuple[str, int], PartitionState] = {}
+        self._applied = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._connected = True
+        self.on_connectivity = on_connectivity
+        self.lease_listeners: list[Callable[[], None]] = []
+
+    # --- keys -----------------------------------------------------------------------------------
+
+    def key(self, *parts: object) -> bytes:
+        return "/".join([self.prefix, *map(str, parts)]).encode()
+
+    def _range_end(self, key: bytes) -> bytes:
+        return key[:-1] + bytes([key[-1] + 1])
+
+    # --- start, registration, lease ---------------------------------------------------------------
+
+    async def start(self, registration: BrokerRegistration, wait_s: float | None = None) -> None:
+        """Connect, settle the cluster id, register this broker and load the image."""
+        await self.client.connect()
+        await self._ensure_cluster_id()
+        await self._register(registration, self.ttl * 2 + 2 if wait_s is None else wait_s)
+        await self._reload()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._keepalive_loop()))
+        self._tasks.append(loop.create_task(self._watch_loop()))
+
+    async def _ensure_cluster_id(self) -> None:
+        key = self.key("cluster_id")
+        t = self.client.transactions
+        await self.client.transaction(compare=[t.version(key) == 0],
+                                      success=[t.put(key, new_cluster_id().encode())], failure=[])
+        got = await self.client.get(key)
+        self.cluster_id = got.value.decode()
+
+    async def _register(self, registration: BrokerRegistration, wait_s: float) -> None:
+        """Put ``brokers/<id>`` under a fresh lease; wait out a dead predecessor's lease."""
+        self.registration = registration
+        key = self.key("brokers", registration.node_id)
+        deadline = time.monotonic() + wait_s
+        while True:
+            self.lease = await self.client.lease(self.ttl)
+            t = self.client.transactions
+            ok, _ = await self.client.transaction(
+                compare=[t.version(key) == 0],
+                success=[t.put(key, _dumps(_registration_json(registration)), lease=self.lease.id)],
+                failure=[])
+            if ok:
+                log.info("broker_registered", node_id=registration.node_id, lease_ttl_s=self.ttl,
+                         incarnation_id=registration.incarnation_id)
+                return
+            await self.lease.revoke()
+            holder = await self.client.get(key)
+            if time.monotonic() >= deadline:
+                raise RegistrationConflict(
+                    f"node.id {registration.node_id} is already registered by a live broker "
+                    f"({holder.value.decode() if holder else '?'}); stop it or choose another node.id")
+            log.info("waiting_for_previous_registration", node_id=registration.node_id,
+                     holder=holder.value.decode() if holder else None)
+            await asyncio.sleep(0.5)
+
+    async def update_registration(self, **changes) -> None:
+        for k, v in changes.items():
+            setattr(self.registration, k, v)
+        await self.client.put(self.key("brokers", self.registration.node_id),
+                              _dumps(_registration_json(self.registration)), lease=self.lease.id)
+
+    async def _keepalive_loop(self) -> None:
+        interval = max(self.ttl / 3, 0.3)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                reply = await self.client.refresh_lease(self.lease.id)
+                if reply is not None and reply.TTL <= 0:
+                    log.warning("broker_lease_expired", node_id=self.node_id)
+                    await self._register(self.registration, self.ttl * 2 + 2)
+                    for listener in self.lease_listeners:
+                        listener()
+                self._set_connected(True)
+            except ETCD_ERRORS as exc:
+                self._set_connected(False, exc)
+            except Exception:
+                log.exception("lease_keepalive_failed")
+
+    def _set_connected(self, connected: bool, error: BaseException | None = None) -> None:
+        if connected != self._connected:
+            self._connected = connected
+            if connected:
+                log.info("etcd_reachable_again", node_id=self.node_id)
+            else:
+                log.warning("etcd_unreachable", node_id=self.node_id, error=repr(error),
+                            note="serving on the last known metadata; no leadership changes")
+            if self.on_connectivity is not None:
+                self.on_connectivity(connected)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    async def stop(self, deregister: bool = True) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if deregister and self.lease is not None:
+            try:
+                await asyncio.wait_for(self.lease.revoke(), 2)
+            except (*ETCD_ERRORS, Exception):
+                pass
+        try:
+            await self.client.close()
+        except Exception:
+            pass
+
+    # --- the image: full load and watch -----------------------------------------------------------
+
+    async def _reload(self) -> None:
+        result = await self.client.get_prefix(self.prefix.encode() + b"/")
+        before_parts = dict(self._parts)
+        before_topics = set(self.topics)
+        self._topic_raw.clear()
+        self._parts.clear()
+        self.brokers = {}
+        self.controller_id, self.controller_epoch = -1, 0
+        for kv in result:
+            self._apply_put(kv.key, kv.value, kv.mod_revision, kv.create_revision)
+        self.revision = result.header.revision
+        self.topics = {}
+        for name in list(self._topic_raw):
+            self._rebuild_topic(name)
+        changed = {tp for tp, st in self._parts.items() if before_parts.get(tp) != st}
+        changed |= {tp for tp in before_parts if tp not in self._parts}
+        self._applied.set()
+        self.notify(changed, before_topics - set(self.topics))
+
+    async def _watch_loop(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                watch = await self.client.watch_prefix(self.prefix.encode() + b"/",
+                                                       start_revision=self.revision + 1)
+                self._set_connected(True)
+                backoff = 0.2
+                async for event in watch:
+                    self._apply_event(event)
+            except asyncio.CancelledError:
+                raise
+            except etcd_errors.RevisionCompactedError as exc:
+                log.warning("metadata_watch_compacted", revision=self.revision, compacted=exc.compacted_revision)
+            except ETCD_ERRORS as exc:
+                self._set_connected(False, exc)
+            except Exception:
+                log.exception("metadata_watch_failed")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+            try:
+                await self._reload()
+                self._set_connected(True)
+            except ETCD_ERRORS as exc:
+                self._set_connected(False, exc)
+
+    def _apply_event(self, event) -> None:
+        kv = event.kv
+        changed: set[tuple[str, int]] = set()
+        deleted: set[str] = set()
+        name = self._apply_put(kv.key, kv.value, kv.mod_revision, kv.create_revision) \
+            if event.kind == "PUT" else self._apply_delete(kv.key)
+        if name is not None:
+            had = name in self.topics
+            before = self.topics.get(name)
+            before_parts = [] if before is None else list(before.partitions)
+            self._rebuild_topic(name)
+            after = self.topics.get(name)
+            if after is None and had:
+                deleted.add(name)
+                changed |= {(name, i) for i in range(len(before_parts))}
+            elif after is not None:
+                changed |= {(name, i) for i, p in enumerate(after.partitions)
+                            if i >= len(before_parts) or before_parts[i] is not p}
+        self.revision = max(self.revision, kv.mod_revision)
+        self._applied.set()
+        self.notify(changed, deleted)
+
+    def _apply_put(self, key: bytes, value: bytes, mod_revision: int, create_revision: int) -> str | None:
+        """Apply one key; returns the topic name when a topic or partition record changed."""
+        parts = key.decode()[len(self.prefix) + 1:].split("/")
+        kind = parts[0]
+        if kind == "brokers":
+            raw = json.loads(value)
+            self.brokers = {**self.brokers, int(parts[1]): _registration_from_json(raw)}
+        elif kind == "controller":
+            self.controller_id, self.controller_epoch = int(value), create_revision
+        elif kind == "cluster_id":
+            self.cluster_id = value.decode()
+        elif kind == "topics":
+            self._topic_raw[parts[1]] = json.loads(value)
+            return parts[1]
+        elif kind == "partitions":
+            self._parts[(parts[1], int(parts[2]))] = PartitionState.from_json(json.loads(value), mod_revision)
+            return parts[1]
+        return None
+
+    def _apply_delete(self, key: bytes) -> str | None:
+        parts = key.decode()[len(self.prefix) + 1:].split("/")
+        kind = parts[0]
+        if kind == "brokers":
+            self.brokers = {k: v for k, v in self.brokers.items() if k != int(parts[1])}
+        elif kind == "controller":
+            self.controller_id, self.controller_epoch = -1, 0
+        elif kind == "topics":
+            self._topic_raw.pop(parts[1], None)
+            return parts[1]
+        elif kind == "partitions":
+            self._parts.pop((parts[1], int(parts[2])), None)
+            return parts[1]
+        return None
+
+    def _rebuild_topic(self, name: str) -> None:
+        """A topic is visible once its record and every partition record are applied."""
+        raw = self._topic_raw.get(name)
+        if raw is None:
+            self.topics.pop(name, None)
+            return
+        parts = [self._parts.get((name, i)) for i in range(raw["partitions"])]
+        if any(p is None for p in parts):
+            if name not in self.topics:
+                return
+            old = self.topics[name]  # growing: keep serving the partitions already complete
+            parts = [p if p is not None else (old.partitions[i] if i < len(old.partitions) else None)
+                     for i, p in enumerate(parts)]
+            parts = parts[:next((i for i, p in enumerate(parts) if p is None), len(parts))]
+        self.topics = {**self.topics, name: TopicState(name, raw["topic_id"], parts, dict(raw.get("configs", {})))}
+
+    async def wait_applied(self, revision: int, timeout: float = 10.0) -> None:
+        """Until the image includes ``revision`` (read-your-writes for admin requests)."""
+        deadline = time.monotonic() + timeout
+        while self.revision < revision:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise KafkaError(ErrorCode.request_timed_out, "metadata change not applied in time")
+            self._applied.clear()
+            try:
+                await asyncio.wait_for(self._applied.wait(), remaining)
+            except TimeoutError:
+                pass
+
+    # --- writes -----------------------------------------------------------------------------------
+
+    async def _txn(self, compare: list, success: list) -> tuple[bool, int]:
+        """One etcd transaction; returns (succeeded, revision of the write)."""
+        try:
+            ok, responses = await self.client.transaction(compare=compare, success=success, failure=[])
+        except ETCD_ERRORS as exc:
+            raise KafkaError(ErrorCode.request_timed_out, f"metadata store unreachable: {exc!r}") from exc
+        revision = 0
+        for r in responses:
+            which = r.WhichOneof("response") if hasattr(r, "WhichOneof") else None
+            if which:
+                revision = max(revision, getattr(r, which).header.revision)
+        return ok, revision
+
+    async def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str]) -> TopicState:
+        """Create ``name`` with one PartitionState per replica list (leader: the first replica)."""
+        t = self.client.transactions
+        topic_key = self.key("topics", name)
+        record = {"topic_id": str(uuid.uuid4()), "configs": dict(configs), "partitions": len(assignment)}
+        states = [PartitionState(r[0], 0, list(r), list(r)) for r in assignment]
+        puts = [t.put(self.key("partitions", name, i), _dumps(s.to_json())) for i, s in enumerate(states)]
+        first, rest = puts[:MAX_TXN_OPS - 1], puts[MAX_TXN_OPS - 1:]
+        ok, revision = await self._txn([t.version(topic_key) == 0], [t.put(topic_key, _dumps(record)), *first])
+        if not ok:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        created = revision
+        for chunk in _chunks(rest, MAX_TXN_OPS):
+            ok, revision = await self._txn([t.create(topic_key) == created], chunk)
+            if not ok:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' was deleted while created")
+        await self.wait_applied(revision)
+        return self.topics[name]
+
+    async def delete_topic(self, name: str) -> TopicState:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        t = self.client.transactions
+        topic_key, parts_key = self.key("topics", name), self.key("partitions", name) + b"/"
+        ok, revision = await self._txn([t.version(topic_key) > 0],
+                                       [t.delete(topic_key), t.delete(parts_key, self._range_end(parts_key))])
+        if not ok:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        await self.wait_applied(revision)
+        return topic
+
+    async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:
+        """Grow ``name`` by one partition per replica list."""
+        t = self.client.transactions
+        topic_key = self.key("topics", name)
+        got = await self.client.get(topic_key)
+        if got is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        record = json.loads(got.value)
+        before = record["partitions"]
+        record["partitions"] = before + len(assignment)
+        puts = [t.put(self.key("partitions", name, before + i), _dumps(PartitionState(r[0], 0, list(r), list(r)).to_json()))
+                for i, r in enumerate(assignment)]
+        # The new partition records first, the count last: a reader never sees a missing one.
+        for chunk in _chunks(puts, MAX_TXN_OPS):
+            await self._txn([t.mod(topic_key) == got.mod_revision], chunk)
+        ok, revision = await self._txn([t.mod(topic_key) == got.mod_revision], [t.put(topic_key, _dumps(record))])
+        if not ok:
+            raise KafkaError(ErrorCode.invalid_partitions, f"Topic '{name}' changed concurrently; retry")
+        await self.wait_applied(revision)
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        t = self.client.transactions
+        topic_key = self.key("topics", name)
+        got = await self.client.get(topic_key)
+        if got is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
+        record = json.loads(got.value)
+        record["configs"] = dict(configs)
+        ok, revision = await self._txn([t.mod(topic_key) == got.mod_revision], [t.put(topic_key, _dumps(record))])
+        if not ok:
+            raise KafkaError(ErrorCode.request_timed_out, f"Topic '{name}' changed concurrently; retry")
+        await self.wait_applied(revision)
+
+    async def alter_partitions(self, changes: Iterable[tuple[str, int, PartitionState, int]],
+                               controller_epoch: int | None = None) -> set[tuple[str, int]]:
+        """Compare-and-swap partition records: each (topic, index, new state, expected
+        mod_revision); with ``controller_epoch``, only while that controller is in office.
+        Returns the partitions written (a stale one is skipped, not retried)."""
+        t = self.client.transactions
+        written = set()
+        guard = [] if controller_epoch is None else [t.create(self.key("controller")) == controller_epoch]
+        for topic, index, state, expected in changes:
+            key = self.key("partitions", topic, index)
+            ok, _ = await self._txn([*guard, t.mod(key) == expected], [t.put(key, _dumps(state.to_json()))])
+            if ok:
+                written.add((topic, index))
+        return written
+
+    async def allocate_producer_id_block(self) -> tuple[int, int]:
+        """Take the next block by compare-and-swap on ``producer_id_block`` (retried on a race)."""
+        t = self.client.transactions
+        key = self.key("producer_id_block")
+        for _ in range(50):
+            got = await self.client.get(key)
+            start = json.loads(got.value)["next"] if got is not None else 0
+            compare = [t.mod(key) == got.mod_revision] if got is not None else [t.version(key) == 0]
+            ok, _ = await self._txn(compare, [t.put(key, _dumps({"next": start + PRODUCER_ID_BLOCK_SIZE}))])
+            if ok:
+                return start, PRODUCER_ID_BLOCK_SIZE
+        raise KafkaError(ErrorCode.coordinator_load_in_progress, "producer-id block contended; retry")
+
+    # --- controller election ----------------------------------------------------------------------
+
+    async def campaign(self) -> int:
+        """Try to become controller; returns the controller epoch (create_revision) or 0."""
+        t = self.client.transactions
+        key = self.key("controller")
+        ok, revision = await self._txn([t.version(key) == 0],
+                                       [t.put(key, str(self.node_id).encode(), lease=self.lease.id)])
+        return revision if ok else 0
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _registration_json(r: BrokerRegistration) -> dict:
+    return {"node_id": r.node_id, "host": r.host, "port": r.port, "rack": r.rack,
+            "incarnation_id": r.incarnation_id, "controlled_shutdown": r.controlled_shutdown}
+
+
+def _registration_from_json(raw: dict) -> BrokerRegistration:
+    return BrokerRegistration(raw["node_id"], raw["host"], raw["port"], raw.get("rack"),
+                              raw.get("incarnation_id", ""), raw.get("controlled_shutdown", False))

@@ -1,0 +1,109 @@
+"""Cluster metadata as brokers read it: records of state and the synchronous cache.
+
+Owns: :class:`BrokerRegistration`, :class:`PartitionState`, :class:`TopicState` and
+:class:`MetadataCache`, the image every handler reads without awaiting (topics, partition
+leaders, ISR, live brokers, the controller id). A backend (the embedded file store or the etcd
+store) feeds the cache; the broker applies the partitions that changed (``changed`` listeners)
+as Kafka's ``ReplicaManager.applyDelta`` does.
+
+Differs from Kafka: no metadata log and no offset into it; the etcd backend's image carries the
+etcd revision it has applied instead.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+NO_LEADER = -1
+
+
+@dataclass(slots=True)
+class BrokerRegistration:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    incarnation_id: str = ""
+    controlled_shutdown: bool = False
+
+
+@dataclass
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    partition_epoch: int = 0
+    # Reassignment in progress (KIP-455): replicas being added / removed.
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+    mod_revision: int = 0  # the backend's version of this record (etcd mod_revision), 0 embedded
+
+    def to_json(self) -> dict:
+        return {"leader": self.leader, "leader_epoch": self.leader_epoch, "replicas": self.replicas,
+                "isr": self.isr, "partition_epoch": self.partition_epoch,
+                "adding_replicas": self.adding_replicas, "removing_replicas": self.removing_replicas}
+
+    @classmethod
+    def from_json(cls, raw: dict, mod_revision: int = 0) -> PartitionState:
+        return cls(raw["leader"], raw["leader_epoch"], list(raw["replicas"]), list(raw["isr"]),
+                   raw.get("partition_epoch", 0), list(raw.get("adding_replicas", ())),
+                   list(raw.get("removing_replicas", ())), mod_revision)
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+
+@dataclass
+class TopicState:
+    name: str
+    topic_id: str
+    partitions: list[PartitionState]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(self.topic_id)
+
+
+Listener = Callable[[set[tuple[str, int]], set[str]], None]
+
+
+class MetadataCache:
+    """What this broker knows of the cluster; read synchronously, changed only by a backend."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.cluster_id = ""
+        self.topics: dict[str, TopicState] = {}
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.controller_id = NO_LEADER
+        self.listeners: list[Listener] = []
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+        for topic in self.topics.values():
+            if topic.uuid == topic_id:
+                return topic
+        return None
+
+    def partition(self, topic: str, index: int) -> PartitionState | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= index < len(t.partitions):
+            return None
+        return t.partitions[index]
+
+    def live_broker_ids(self) -> list[int]:
+        return sorted(self.brokers)
+
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        b = self.brokers.get(node_id)
+        return None if b is None else (b.host, b.port)
+
+    def notify(self, partitions: set[tuple[str, int]], deleted_topics: set[str]) -> None:
+        """Tell the listeners which partitions changed (and which topics are gone)."""
+        if partitions or deleted_topics:
+            for listener in self.listeners:
+                listener(partitions, deleted_topics)

@@ -48,6 +48,13 @@ def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
     }
 
 
+def _controller_id(broker) -> int:
+    """The controller; while none is elected (an election takes milliseconds), this broker,
+    which can serve every admin request itself, so clients never wait on a -1."""
+    controller = broker.metadata.controller_id
+    return controller if controller >= 0 else broker.node_id
+
+
 def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> dict:
     return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False,
             "partitions": []}
@@ -66,7 +73,7 @@ async def handle_metadata(ctx: RequestContext, request) -> bytes:
         entries = [await _lookup(ctx, t, version, allow_auto) for t in requested]
     return fast.encode_metadata_response(
         version, [(r.node_id, r.host, r.port, r.rack) for _, r in sorted(broker.metadata.brokers.items())],
-        broker.cluster_id, broker.metadata.controller_id,
+        broker.cluster_id, _controller_id(broker),
         [(e["error_code"], e["name"], e["topic_id"], e["is_internal"],
           [(p["error_code"], p["partition_index"], p["leader_id"], p["leader_epoch"],
             p["replica_nodes"], p["isr_nodes"], p["offline_replicas"]) for p in e["partitions"]])

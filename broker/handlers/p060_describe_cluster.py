@@ -43,7 +43,7 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
         "throttle_time": 0, "error_code": 0, "error_message": None,
         "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": b.cluster_id,
-        "controller_id": b.metadata.controller_id,
+        "controller_id": b.metadata.controller_id if b.metadata.controller_id >= 0 else b.node_id,
         "brokers": [{"broker_id": r.node_id, "host": r.host, "port": r.port, "rack": r.rack}
                     for _, r in sorted(b.metadata.brokers.items())],
         "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations

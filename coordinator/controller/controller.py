@@ -158,11 +158,14 @@ class Controller:
 
     async def _run(self) -> None:
         interval = 0.25
+        first = True
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), interval)
-            except TimeoutError:
-                pass
+            if not first:
+                try:
+                    await asyncio.wait_for(self._wake.wait(), interval)
+                except TimeoutError:
+                    pass
+            first = False
             self._wake.clear()
             if not self.store.connected:
                 continue  # no decisions on an image that may be stale

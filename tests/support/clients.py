@@ -12,9 +12,10 @@ def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | None = None,
+                 replication_factor: int = 1) -> None:
     client = admin(bootstrap)  # must outlive the future, or librdkafka destroys the handle
-    fs = client.create_topics([NewTopic(name, partitions, 1, config=config or {})],
+    fs = client.create_topics([NewTopic(name, partitions, replication_factor, config=config or {})],
                               operation_timeout=10)
     fs[name].result(timeout=15)
 

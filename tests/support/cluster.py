@@ -1,0 +1,86 @@
+"""Cluster test helpers: a DevCluster per module, bounded polling for cluster conditions."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from broker.devcluster import DevCluster, etcd_binary
+
+# Short lease and lag settings so failover happens in seconds on a 2-core machine.
+FAST_FAILOVER = {
+    "broker.session.timeout.ms": "2000",
+    "replica.lag.time.max.ms": "4000",
+    "replica.fetch.backoff.ms": "100",
+    "replica.fetch.wait.max.ms": "200",
+    "leader.imbalance.check.interval.seconds": "2",
+    "controlled.shutdown.timeout.ms": "10000",
+}
+
+
+def require_etcd() -> None:
+    """etcd is installed by `make tools`; a CI run without it is a failure, not a skip."""
+    if etcd_binary() is None:
+        if os.environ.get("CI"):
+            pytest.fail("etcd is not installed (Debian package etcd-server)")
+        pytest.skip("etcd is not installed (Debian package etcd-server; `make tools` installs it)")
+
+
+def start_cluster(data_dir: str, nodes: int = 3, **overrides: str) -> DevCluster:
+    require_etcd()
+    cluster = DevCluster(data_dir, nodes, overrides={**FAST_FAILOVER, **overrides})
+    try:
+        cluster.start()
+    except Exception:
+        cluster.kill()
+        raise
+    return cluster
+
+
+def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = condition()
+        except Exception as exc:  # a broker may be down while we poll
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def describe(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list[int]]]:
+    """partition -> (leader, replicas, isr) from a Metadata request."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+    t = md.topics[topic]
+    if t.error is not None:
+        raise RuntimeError(str(t.error))
+    return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()}
+
+
+def wait_isr_complete(cluster: DevCluster, topic: str, timeout: float = 60.0) -> dict:
+    """Until every partition of ``topic`` has a leader and all its replicas in the ISR."""
+    def complete():
+        parts = describe(cluster.bootstrap, topic)
+        ok = parts and all(leader >= 0 and sorted(isr) == sorted(replicas)
+                           for leader, replicas, isr in parts.values())
+        return parts if ok else None
+    return wait_for(complete, timeout, f"a complete ISR on {topic}")
+
+
+def restore(cluster: DevCluster, timeout: float = 60.0) -> None:
+    """Bring every stopped node back and wait until they are registered again."""
+    if cluster.etcd is None or cluster.etcd.poll() is not None:
+        cluster.start_etcd()
+    for node in cluster.nodes.values():
+        node.resume()
+        if not node.alive:
+            node.start()
+    cluster.wait_registered(set(cluster.nodes), timeout)

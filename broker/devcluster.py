@@ -224,6 +224,17 @@ class DevCluster:
                 continue
         return []
 
+    def restart_brokers(self, timeout: float = 90.0) -> None:
+        """Stop every broker (controlled), then start them all again together."""
+        for node in self.nodes.values():
+            node.stop()
+        for node in self.nodes.values():
+            node.start(wait=False)
+        deadline = time.monotonic() + timeout
+        for node in self.nodes.values():
+            _wait_port(node.port, max(deadline - time.monotonic(), 1), node.proc, f"broker {node.node_id}")
+        self.wait_registered(set(self.nodes), max(deadline - time.monotonic(), 1))
+
     def stop(self) -> None:
         for node in self.nodes.values():
             if node.alive:

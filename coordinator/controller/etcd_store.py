@@ -65,7 +65,12 @@ class EtcdMetadataStore(MetadataCache):
                  session_timeout_ms: int = 9000, on_connectivity: Callable[[bool], None] | None = None) -> None:
         super().__init__(node_id)
         host, _, port = endpoints.split(",")[0].strip().rpartition(":")
-        self.client = aetcd.Client(host=host or "127.0.0.1", port=int(port or 2379), timeout=5)
+        # gRPC's default reconnect backoff grows to minutes: after an etcd outage the lease
+        # would expire before the channel tried again. Reconnect within a fraction of the TTL.
+        self.client = aetcd.Client(host=host or "127.0.0.1", port=int(port or 2379), timeout=5, options={
+            "grpc.initial_reconnect_backoff_ms": 100, "grpc.min_reconnect_backoff_ms": 100,
+            "grpc.max_reconnect_backoff_ms": 500, "grpc.keepalive_time_ms": 2000,
+            "grpc.keepalive_timeout_ms": 2000})
         self.prefix = prefix.rstrip("/")
         self.ttl = max(1, round(session_timeout_ms / 1000))
         self.lease: aetcd.leases.Lease | None = None
@@ -145,7 +150,7 @@ class EtcdMetadataStore(MetadataCache):
         while True:
             await asyncio.sleep(interval)
             try:
-                reply = await self.client.refresh_lease(self.lease.id)
+                reply = await asyncio.wait_for(self.client.refresh_lease(self.lease.id), interval)
                 if reply is not None and reply.TTL <= 0:
                     log.warning("broker_lease_expired", node_id=self.node_id)
                     await self._register(self.registration, self.ttl * 2 + 2)

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools run test test-all test-unit lint bench bench-quick clean
+.PHONY: install tools etcd run cluster test test-all test-unit test-cluster lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# External tools the integration tests drive: kcat (Debian) and Apache Kafka's own CLI (Maven).
-tools: install
+# External tools the tests drive: kcat and etcd (Debian) and Apache Kafka's own CLI (Maven).
+tools: install etcd
 	@command -v kcat >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat) >/dev/null 2>&1 \
 	    || echo "warning: kcat could not be installed; kcat tests will be skipped"; \
@@ -24,14 +24,28 @@ tools: install
 	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && [ -x compat/kafka/fetch.sh ]; then \
 	  bash compat/kafka/fetch.sh || echo "warning: Apache Kafka jars unavailable; kafka_tools tests will be skipped"; fi
 
+# etcd, the cluster's metadata store (Debian's etcd-server); a single broker does not need it.
+etcd:
+	@command -v etcd >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server) >/dev/null 2>&1 \
+	    || { echo "error: etcd-server could not be installed"; exit 1; }; \
+	  else echo "error: etcd is not installed and this is not root: apt-get install etcd-server"; exit 1; fi; }
+
 run: install
 	$(PY) -m broker $(ARGS)
+
+# Three brokers and etcd on loopback (ports 9092-9094); Ctrl-C stops them all.
+cluster: install etcd
+	$(PY) -m broker.devcluster --nodes 3 --data-dir kbroker-cluster $(ARGS)
 
 test: tools
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-all: tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-cluster: tools
+	$(PY) -m pytest tests/cluster $(PYTEST_ARGS)
 
 test-unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -46,4 +60,4 @@ bench-quick: tools
 	$(PY) bench/produce_bench.py --target ours --quick
 
 clean:
-	rm -rf $(VENV) kbroker-data .pytest_cache
+	rm -rf $(VENV) kbroker-data kbroker-cluster .pytest_cache

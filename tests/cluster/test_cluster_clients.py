@@ -1,0 +1,134 @@
+"""Acceptance 6: stock clients on the three-node cluster, RF 3 topics, consumer groups, and
+Apache Kafka's own ``kafka-topics --describe`` showing three replicas and the ISR."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from tests.integration.test_kafka_tools import describe as kafka_topics_describe
+from tests.integration.test_kafka_tools import kafka_libs, topics  # noqa: F401  (fixture)
+from tests.support.cluster import wait_isr_complete
+
+N = 3000
+
+
+def _values(tag: str) -> list[bytes]:
+    return [b"%s-%05d" % (tag.encode(), i) for i in range(N)]
+
+
+def test_confluent_kafka_group_over_rf3(cluster):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"ck-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(15)
+    wait_isr_complete(cluster, topic)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True})
+    for v in _values("ck"):
+        p.produce(topic, value=v)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{topic}",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < N and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            assert m.error() is None, m.error()
+            got.append(m.value())
+    c.commit(asynchronous=False)
+    committed = c.committed(c.assignment(), timeout=10)
+    c.close()
+    assert sorted(got) == sorted(_values("ck"))
+    assert sum(tp.offset for tp in committed) == N
+
+
+def test_kafka_python_group_over_rf3(cluster):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    topic = f"kp-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    admin.create_topics([NewTopic(topic, 3, 3)])
+    admin.close()
+    wait_isr_complete(cluster, topic)
+    p = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for v in _values("kp"):
+        p.send(topic, v)
+    p.flush(30)
+    p.close()
+    c = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=f"g-{topic}",
+                      auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    got = []
+    for m in c:
+        got.append(m.value)
+        if len(got) >= N:
+            break
+    c.commit()
+    c.close()
+    assert sorted(got) == sorted(_values("kp"))
+
+
+def test_aiokafka_group_over_rf3(cluster):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    topic = f"ak-{uuid.uuid4().hex[:6]}"
+
+    async def create():
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 3, 3)])
+        finally:
+            await admin.close()
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True)
+        await p.start()
+        try:
+            for v in _values("ak"):
+                await p.send(topic, v)
+            await p.flush()
+        finally:
+            await p.stop()
+        c = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap, group_id=f"g-{topic}",
+                             auto_offset_reset="earliest")
+        await c.start()
+        got = []
+        try:
+            deadline = time.monotonic() + 60
+            while len(got) < N and time.monotonic() < deadline:
+                batch = await c.getmany(timeout_ms=500)
+                for msgs in batch.values():
+                    got.extend(m.value for m in msgs)
+            await c.commit()
+        finally:
+            await c.stop()
+        return got
+
+    asyncio.run(create())
+    wait_isr_complete(cluster, topic)
+    got = asyncio.run(run())
+    assert sorted(got) == sorted(_values("ak"))
+
+
+@pytest.mark.kafka_tools
+def test_kafka_topics_describe_shows_three_replicas_and_isr(cluster, kafka_libs):  # noqa: F811
+    topic = f"kt-{uuid.uuid4().hex[:6]}"
+    res = topics(cluster.bootstrap, "--create", "--topic", topic, "--partitions", "3",
+                 "--replication-factor", "3")
+    assert res.stdout.strip() == f"Created topic {topic}.", res.stdout + res.stderr
+    wait_isr_complete(cluster, topic)
+    head, parts = kafka_topics_describe(cluster.bootstrap, topic)
+    assert head["rf"] == "3" and head["count"] == "3"
+    for part in parts:
+        replicas = sorted(int(r) for r in part["replicas"].split(","))
+        isr = sorted(int(r) for r in part["isr"].split(","))
+        assert replicas == [1, 2, 3] and isr == [1, 2, 3], part
+        assert int(part["leader"]) in replicas

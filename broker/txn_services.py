@@ -88,6 +88,29 @@ class BrokerTxnServices:
 
     # --- inter-broker -------------------------------------------------------------------------------
 
+    async def verify_partitions_remote(self, node_id: int, transactional_id: str, producer_id: int,
+                                       producer_epoch: int, partitions: list[tuple[str, int]]) -> dict:
+        """KIP-890: AddPartitionsToTxn v4 verify_only to the coordinator on ``node_id``."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        request = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                                     "producer_epoch": producer_epoch, "verify_only": True,
+                                     "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]}
+        try:
+            response = await self.client.send_request(node_id, 24, 4, request, timeout=10)
+        except (ConnectionError, OSError, TimeoutError) as exc:
+            log.warning("txn_verification_unreachable", node_id=node_id, error=str(exc))
+            return {tp: ErrorCode.coordinator_not_available for tp in partitions}
+        if response.error_code:
+            return {tp: response.error_code for tp in partitions}
+        out = {tp: ErrorCode.unknown_server_error for tp in partitions}
+        for result in response.results_by_transaction:
+            for topic in result.topic_results:
+                for part in topic.results_by_partition:
+                    out[(topic.name, part.partition_index)] = part.partition_error_code
+        return out
+
     async def send_request(self, node_id: int, api_key: int, api_version: int, request: Any) -> Any:
         return await self.client.send_request(node_id, api_key, api_version, request)
 

@@ -175,9 +175,13 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
     """KIP-890 part 1: before a producer's first transactional append to a partition, ask the
     transaction coordinator whether the partition is in its ongoing transaction.
 
-    Returns (topic, partition) -> error code for the partitions that failed. Errors are
-    mapped as Kafka maps them on the produce path: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH,
-    and TRANSACTION_ABORTABLE -> INVALID_TXN_STATE before Produce v11.
+    The coordinator may be on another broker: then AddPartitionsToTxn v4 (verify_only) goes
+    to it, one request per produce request and producer. Returns (topic, partition) -> error
+    code for the partitions that failed. Errors are mapped as Kafka maps them on the produce
+    path: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE ->
+    INVALID_TXN_STATE before Produce v11, and coordinator errors (NOT_COORDINATOR,
+    COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS) ->
+    NOT_ENOUGH_REPLICAS, which producers retry.
     """
     broker = ctx.broker
     coordinator = getattr(broker, "txn_coordinator", None)
@@ -199,16 +203,30 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
                 pending.setdefault((header.producer_id, header.producer_epoch), []).append(
                     (topic.name, pd.index))
     failed = {}
+    txn_id = request.transactional_id
+    code, node = coordinator.coordinator_node(txn_id)
     for (producer_id, producer_epoch), partitions in pending.items():
-        errors = await coordinator.verify_partitions(request.transactional_id, producer_id,
-                                                     producer_epoch, partitions)
+        if code:
+            errors = {tp: code for tp in partitions}
+        elif node == broker.node_id:
+            errors = await coordinator.verify_partitions(txn_id, producer_id, producer_epoch, partitions)
+        else:
+            errors = await broker.txn_services.verify_partitions_remote(node, txn_id, producer_id,
+                                                                        producer_epoch, partitions)
         for tp, code in errors.items():
             if code:
                 failed[tp] = _produce_error(ErrorCode(code), ctx.api_version)
     return failed
 
 
+# Coordinator errors a producer does not know on Produce: retriable NOT_ENOUGH_REPLICAS, as Kafka.
+_RETRIABLE_COORDINATOR_ERRORS = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                                 ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions)
+
+
 def _produce_error(code: ErrorCode, version: int) -> ErrorCode:
+    if code in _RETRIABLE_COORDINATOR_ERRORS:
+        return ErrorCode.not_enough_replicas
     if code == ErrorCode.producer_fenced:
         return ErrorCode.invalid_producer_epoch
     if code == ErrorCode.transaction_abortable and version < 11:

@@ -132,3 +132,42 @@ def test_kafka_topics_describe_shows_three_replicas_and_isr(cluster, kafka_libs)
         isr = sorted(int(r) for r in part["isr"].split(","))
         assert replicas == [1, 2, 3] and isr == [1, 2, 3], part
         assert int(part["leader"]) in replicas
+
+
+def test_transactions_span_brokers_and_read_committed_sees_only_commits(cluster):
+    """Partitions led by three brokers, the coordinator on one of them: the leaders verify
+    with the coordinator over the network (KIP-890), markers reach every leader."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(15)
+    wait_isr_complete(cluster, topic)
+    committed = []
+    for n in range(3):
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"{topic}-{n}"})
+        p.init_transactions(30)
+        for k in range(4):
+            p.begin_transaction()
+            values = [b"%d-%d-%d" % (n, k, i) for i in range(60)]
+            for i, v in enumerate(values):
+                p.produce(topic, value=v, partition=i % 3)
+            if k % 2:
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+                committed.extend(values)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{topic}",
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    c.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(committed) and time.monotonic() < deadline:
+        for m in c.consume(1000, 0.5):
+            assert m.error() is None, m.error()
+            got.append(m.value())
+    for m in c.consume(1000, 1.0):  # nothing aborted may follow
+        got.append(m.value())
+    c.close()
+    assert sorted(got) == sorted(committed)

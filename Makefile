@@ -51,7 +51,7 @@ test-unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: install
-	$(PY) -m ruff check protocol storage coordinator broker tests bench
+	$(PY) -m ruff check protocol storage coordinator broker tools tests bench
 
 bench: tools
 	$(PY) bench/produce_bench.py --target both

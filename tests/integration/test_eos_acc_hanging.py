@@ -5,14 +5,14 @@ Produce from a producer id the coordinator does not know (no InitProducerId for 
 transactional id, no AddPartitionsToTxn) opens a transaction on the partition that no
 coordinator will ever end. DescribeProducers (API 61) shows it with its start offset, the
 LSO is stuck there (records committed after it stay invisible to read_committed), the
-transactions CLI (``python -m broker.tools.transactions --bootstrap-server B``) lists it
+transactions CLI (``python -m tools.transactions --bootstrap-server B``) lists it
 under ``find-hanging`` (and does not list a live producer's open transaction, which its
 coordinator knows), ``abort --start-offset`` clears it, and the LSO advances.
 
 A killed producer's open transaction is not hanging: its coordinator knows it (find-hanging
 does not list it) and aborts it on transaction.timeout.ms, which releases the LSO.
 
-The CLI tests are xfail(strict) while ``broker.tools.transactions`` does not exist, so they
+The CLI tests are xfail(strict) while ``tools.transactions`` does not exist, so they
 start failing (XPASS) the moment it lands and the marker must go.
 The broker runs with transaction.partition.verification.enable=false and a 1 s abort scan.
 Target: ``KBROKER_EOS_TARGET=kafka`` for a real Apache Kafka (same config), else our broker.
@@ -63,7 +63,7 @@ EOS_BROKER_CONFIG = {
 
 eos_broker = eos_accept.eos_broker  # the module's broker fixture
 
-TOOL = "broker.tools.transactions"
+TOOL = "tools.transactions"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 needs_tool = pytest.mark.xfail(importlib.util.find_spec(TOOL) is None, strict=True,
                                reason=f"{TOOL} (the transactions CLI) does not exist yet")

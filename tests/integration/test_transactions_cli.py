@@ -1,4 +1,4 @@
-"""kbroker-transactions (``python -m broker.tools.transactions``) against real brokers.
+"""kbroker-transactions (``python -m tools.transactions``) against real brokers.
 
 Every test runs twice: against a real Apache Kafka 4.3.1 (KRaft, ``compat/kafka/kraft.py``,
 needs Java) and against our broker. Both run with
@@ -53,7 +53,7 @@ HANGING_HEADERS = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "Coordin
 
 # --------------------------------------------------------------------------- running the tools
 def ours(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "broker.tools.transactions", "--bootstrap-server", bootstrap,
+    return subprocess.run([sys.executable, "-m", "tools.transactions", "--bootstrap-server", bootstrap,
                            *args], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
 
 

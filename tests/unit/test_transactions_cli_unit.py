@@ -21,10 +21,10 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_writer
 
-from broker.tools import kafka_client as kc
-from broker.tools import transactions as tx
 from protocol.api import response_class
 from protocol.codec import build, decode_request, encode_body, frame_response
+from tools import kafka_client as kc
+from tools import transactions as tx
 
 NOW_MS = 1_800_000_000_000
 

@@ -1,6 +1,6 @@
 """``kbroker-transactions``: Apache Kafka's ``kafka-transactions.sh`` in Python (no Java).
 
-    python -m broker.tools.transactions --bootstrap-server HOST:PORT COMMAND [options]
+    python -m tools.transactions --bootstrap-server HOST:PORT COMMAND [options]
 
 Commands, options and output columns follow Kafka 4.3.1's
 ``org.apache.kafka.tools.TransactionsCommand``:

@@ -101,8 +101,8 @@ class Broker:
         await self.txn_coordinator.start()
         self.replica_manager.on_leader.append(self._coordinators_elected)
         self.replica_manager.on_follower.append(self._coordinators_resigned)
+        self.metadata.listeners.append(self._on_metadata_change)
         if self.clustered:
-            self.metadata.listeners.append(self._on_metadata_change)
             self.controller = Controller(self.metadata, self.config)
             self.controller.start()
         bind_host, bind_port = self.config.listener()

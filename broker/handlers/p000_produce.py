@@ -203,6 +203,8 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
                 pending.setdefault((header.producer_id, header.producer_epoch), []).append(
                     (topic.name, pd.index))
     failed = {}
+    if not pending:
+        return failed
     txn_id = request.transactional_id
     code, node = coordinator.coordinator_node(txn_id)
     for (producer_id, producer_epoch), partitions in pending.items():

@@ -15,6 +15,9 @@
 #   kafka-producer-perf-test     org.apache.kafka.tools.ProducerPerformance
 #   kafka-consumer-perf-test     org.apache.kafka.tools.ConsumerPerformance
 #   kafka-storage                kafka.tools.StorageTool
+#   kafka-leader-election        org.apache.kafka.tools.LeaderElectionCommand
+#   kafka-reassign-partitions    org.apache.kafka.tools.reassign.ReassignPartitionsCommand
+#   kafka-log-dirs               org.apache.kafka.tools.LogDirsCommand
 #   kafka-server-start           kafka.Kafka
 # (a trailing ".sh" on an alias is accepted too: kafka-topics.sh)
 #
@@ -47,6 +50,9 @@ case "$CLASS" in
   kafka-producer-perf-test)  CLASS=org.apache.kafka.tools.ProducerPerformance ;;
   kafka-consumer-perf-test)  CLASS=org.apache.kafka.tools.ConsumerPerformance ;;
   kafka-storage)             CLASS=kafka.tools.StorageTool ;;
+  kafka-leader-election)     CLASS=org.apache.kafka.tools.LeaderElectionCommand ;;
+  kafka-reassign-partitions) CLASS=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
+  kafka-log-dirs)            CLASS=org.apache.kafka.tools.LogDirsCommand ;;
   kafka-server-start)        CLASS=kafka.Kafka ;;
 esac
 

@@ -14,7 +14,11 @@ to the store by compare-and-swap:
   its ISR, in replica order, with the leader epoch bumped; no live ISR member means no leader
   (NO_LEADER) unless ``unclean.leader.election.enable``; brokers that are gone leave every ISR;
   with ``auto.leader.rebalance.enable`` a partition goes back to its preferred (first) replica
-  once that replica is back in the ISR.
+  once that replica is back in the ISR; a reassignment (KIP-455) completes once every target
+  replica is in the ISR.
+- Admin decisions (ElectLeaders, AlterPartitionReassignments) as pure functions of a
+  partition's state, written by the broker that received the request with the same
+  compare-and-swap.
 
 Differs from Kafka: ISR shrink/expand on lag is written by the partition leader itself (see
 ``etcd_store``); elections are checked on every image change instead of on broker heartbeats.
@@ -113,6 +117,70 @@ def elect(state: PartitionState, live: set[int], alive: set[int], *, unclean: bo
                    partition_epoch=state.partition_epoch + 1)
 
 
+def elect_preferred(state: PartitionState, live: set[int]) -> tuple[PartitionState | None, int]:
+    """ElectLeaders PREFERRED: (new state, 0), or (None, ELECTION_NOT_NEEDED /
+    PREFERRED_LEADER_NOT_AVAILABLE)."""
+    preferred = state.preferred_leader
+    if state.leader == preferred:
+        return None, ErrorCode.election_not_needed
+    if preferred not in live or preferred not in state.isr:
+        return None, ErrorCode.preferred_leader_not_available
+    return replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1,
+                   partition_epoch=state.partition_epoch + 1), 0
+
+
+def elect_unclean(state: PartitionState, live: set[int], alive: set[int]) -> tuple[PartitionState | None, int]:
+    """ElectLeaders UNCLEAN: only for a partition without a live leader; an ISR member first,
+    else any live replica (which may lose records the ISR had)."""
+    if state.leader in live:
+        return None, ErrorCode.election_not_needed
+    new = elect(state, live, alive, unclean=True, preferred=False)
+    if new is None or new.leader == NO_LEADER:
+        return None, ErrorCode.eligible_leaders_not_available
+    return new, 0
+
+
+def start_reassignment(state: PartitionState, target: list[int]) -> PartitionState:
+    """KIP-455: replicas become target + the ones leaving; the leaving ones go once every
+    target replica is in the ISR (``complete_reassignment``)."""
+    current = [r for r in state.replicas if r not in state.adding_replicas] if state.adding_replicas \
+        else state.replicas
+    adding = [r for r in target if r not in current]
+    removing = [r for r in current if r not in target]
+    if not adding and not removing:
+        return replace(state, replicas=list(target), adding_replicas=[], removing_replicas=[],
+                       partition_epoch=state.partition_epoch + 1)
+    return replace(state, replicas=list(target) + removing, adding_replicas=adding,
+                   removing_replicas=removing, partition_epoch=state.partition_epoch + 1)
+
+
+def cancel_reassignment(state: PartitionState) -> PartitionState | None:
+    if not state.adding_replicas and not state.removing_replicas:
+        return None
+    original = [r for r in state.replicas if r not in state.adding_replicas]
+    isr = [r for r in state.isr if r in original] or state.isr
+    leader = state.leader if state.leader in original else (isr[0] if isr else NO_LEADER)
+    return replace(state, replicas=original, isr=isr, leader=leader, adding_replicas=[], removing_replicas=[],
+                   leader_epoch=state.leader_epoch + (leader != state.leader),
+                   partition_epoch=state.partition_epoch + 1)
+
+
+def complete_reassignment(state: PartitionState, live: set[int]) -> PartitionState | None:
+    """Finish a reassignment once every target replica is in the ISR."""
+    if not state.adding_replicas and not state.removing_replicas:
+        return None
+    target = [r for r in state.replicas if r not in state.removing_replicas]
+    if not all(r in state.isr for r in target):
+        return None
+    isr = [r for r in state.isr if r in target]
+    leader = state.leader
+    if leader not in target:
+        leader = next((r for r in target if r in isr and r in live), NO_LEADER)
+    return replace(state, replicas=target, isr=isr, leader=leader, adding_replicas=[], removing_replicas=[],
+                   leader_epoch=state.leader_epoch + (leader != state.leader),
+                   partition_epoch=state.partition_epoch + 1)
+
+
 class ControllerStore(Protocol):
     node_id: int
     controller_id: int
@@ -208,7 +276,9 @@ class Controller:
         for topic in list(self.store.topics.values()):
             unclean = str(topic.configs.get("unclean.leader.election.enable", unclean_default)).lower() == "true"
             for index, state in enumerate(topic.partitions):
-                new = elect(state, live, alive, unclean=unclean, preferred=preferred)
+                new = complete_reassignment(state, live)
+                if new is None:
+                    new = elect(state, live, alive, unclean=unclean, preferred=preferred)
                 if new is not None:
                     changes.append((topic.name, index, new, state.mod_revision))
         if not changes:

@@ -408,18 +408,21 @@ class EtcdMetadataStore(MetadataCache):
         await self.wait_applied(revision)
 
     async def alter_partitions(self, changes: Iterable[tuple[str, int, PartitionState, int]],
-                               controller_epoch: int | None = None) -> set[tuple[str, int]]:
+                               controller_epoch: int | None = None, wait: bool = False) -> set[tuple[str, int]]:
         """Compare-and-swap partition records: each (topic, index, new state, expected
         mod_revision); with ``controller_epoch``, only while that controller is in office.
         Returns the partitions written (a stale one is skipped, not retried)."""
         t = self.client.transactions
-        written = set()
+        written, revision = set(), 0
         guard = [] if controller_epoch is None else [t.create(self.key("controller")) == controller_epoch]
         for topic, index, state, expected in changes:
             key = self.key("partitions", topic, index)
-            ok, _ = await self._txn([*guard, t.mod(key) == expected], [t.put(key, _dumps(state.to_json()))])
+            ok, rev = await self._txn([*guard, t.mod(key) == expected], [t.put(key, _dumps(state.to_json()))])
             if ok:
                 written.add((topic, index))
+                revision = max(revision, rev)
+        if wait and revision:
+            await self.wait_applied(revision)
         return written
 
     async def allocate_producer_id_block(self) -> tuple[int, int]:

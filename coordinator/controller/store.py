@@ -109,6 +109,20 @@ class MetadataStore(MetadataCache):
                 p.isr = [self.node_id]
         self._save()
 
+    async def alter_partitions(self, changes, controller_epoch: int | None = None,
+                               wait: bool = False) -> set[tuple[str, int]]:
+        """Write partition states (admin elections and reassignments); the listeners apply them."""
+        written = set()
+        for topic, index, state, _expected in changes:
+            t = self.topics.get(topic)
+            if t is not None and 0 <= index < len(t.partitions):
+                t.partitions[index] = state
+                written.add((topic, index))
+        if written:
+            self._save()
+            self.notify(written, set())
+        return written
+
     # --- producer ids ------------------------------------------------------------------------
 
     def allocate_producer_id_block(self) -> tuple[int, int]:

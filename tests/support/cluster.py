@@ -41,6 +41,18 @@ def start_cluster(data_dir: str, nodes: int = 3, **overrides: str) -> DevCluster
     return cluster
 
 
+def produce_values(bootstrap: str, topic: str, n: int, partition: int = 0) -> list[bytes]:
+    """Produce ``n`` distinct values to one partition with acks=all; returns them in order."""
+    from confluent_kafka import Producer
+
+    values = [b"value-%06d" % i for i in range(n)]
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for v in values:
+        p.produce(topic, value=v, partition=partition)
+    assert p.flush(60) == 0
+    return values
+
+
 def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
     deadline = time.monotonic() + timeout
     last = None

@@ -1,0 +1,37 @@
+"""DescribeLogDirs: v1-4
+
+Behavior:
+- Describes this broker's log directory: every hosted replica (leader or follower) of the
+  requested topics (all when null) with its size in bytes and its offset lag (high watermark
+  minus log end offset, never negative), and (v4) the directory's total and usable bytes.
+- A requested partition not hosted here is left out, as Kafka does.
+
+Version notes:
+- v0 is gone from Kafka 4.x; v2 flexible; v3 top-level error code; v4 total/usable bytes.
+"""
+
+import shutil
+
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+@register(35, 1, 4)
+async def handle_describe_log_dirs(ctx: RequestContext, request) -> dict:
+    rm = ctx.broker.replica_manager
+    log_dir = ctx.broker.config.log_dir
+    if request.topics is None:
+        wanted = set(rm.partitions)
+    else:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    by_topic: dict[str, list[dict]] = {}
+    for key in sorted(wanted & set(rm.partitions)):
+        plog = rm.partitions[key].log
+        by_topic.setdefault(key[0], []).append({
+            "partition_index": key[1], "partition_size": plog.size_in_bytes,
+            "offset_lag": max(0, plog.high_watermark - plog.log_end_offset), "is_future_key": False})
+    usage = shutil.disk_usage(log_dir)
+    return {"throttle_time": 0, "error_code": 0, "results": [{
+        "error_code": 0, "log_dir": log_dir, "total_bytes": usage.total, "usable_bytes": usage.free,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]}

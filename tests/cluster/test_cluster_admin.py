@@ -1,0 +1,92 @@
+"""Operator tools on the cluster: Kafka's own kafka-leader-election, kafka-reassign-partitions
+and kafka-log-dirs, and confluent-kafka's elect_leaders."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.test_kafka_tools import kafka, kafka_libs  # noqa: F401  (fixture)
+from tests.support.clients import consume_all, create_topic
+from tests.support.cluster import describe, produce_values, wait_for, wait_isr_complete
+
+pytestmark = pytest.mark.kafka_tools
+
+
+def test_reassignment_moves_a_replica_by_replication(healthy, kafka_libs, tmp_path):  # noqa: F811
+    cluster = healthy
+    topic = f"reassign-{uuid.uuid4().hex[:6]}"
+    res = kafka("kafka-topics", "--bootstrap-server", cluster.bootstrap, "--create", "--topic", topic,
+                "--replica-assignment", "1:2")
+    assert f"Created topic {topic}." in res.stdout
+    wait_isr_complete(cluster, topic)
+    values = produce_values(cluster.bootstrap, topic, 3000)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [2, 3]}]}))
+    res = kafka("kafka-reassign-partitions", "--bootstrap-server", cluster.bootstrap,
+                "--reassignment-json-file", str(plan), "--execute")
+    assert "Successfully started partition reassignment" in res.stdout, res.stdout + res.stderr
+
+    def finished():
+        out = kafka("kafka-reassign-partitions", "--bootstrap-server", cluster.bootstrap,
+                    "--reassignment-json-file", str(plan), "--verify", check=False).stdout
+        return "is completed" in out and out
+    wait_for(finished, 90, "the reassignment to complete", interval=1.0)
+    leader, replicas, isr = describe(cluster.bootstrap, topic)[0]
+    assert sorted(replicas) == [2, 3] and sorted(isr) == [2, 3] and leader in (2, 3)
+    wait_for(lambda: not _hosts(cluster.node(1), topic), 30, "broker 1 to delete its replica")
+    # The new replica got the data by replication: with broker 2 down, broker 3 alone serves it.
+    cluster.node(2).kill9()
+    wait_for(lambda: describe(cluster.bootstrap, topic)[0][0] == 3, 30, "broker 3 to lead")
+    got = consume_all(cluster.bootstrap, topic, 1, len(values), timeout=60)
+    assert [m.value() for m in got] == values
+
+
+def _hosts(node, topic: str) -> bool:
+    import os
+    return os.path.isdir(os.path.join(node.data_dir, f"{topic}-0"))
+
+
+def test_preferred_leader_election_with_kafka_leader_election(healthy, kafka_libs):  # noqa: F811
+    cluster = healthy
+    topic = f"elect-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=2, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    res = kafka("kafka-leader-election", "--bootstrap-server", cluster.bootstrap,
+                "--election-type", "preferred", "--topic", topic, "--partition", "0", check=False)
+    assert "Valid replica already elected for partitions" in res.stdout + res.stderr, res.stdout + res.stderr
+    leader, replicas, _ = describe(cluster.bootstrap, topic)[0]
+    assert leader == replicas[0]
+
+
+def test_unclean_election_is_not_needed_while_the_leader_lives(cluster):
+    topic = f"unclean-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    from confluent_kafka import ElectionType
+    f = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition(topic, 0)])
+    result = f.result(15)
+    err = result[TopicPartition(topic, 0)]
+    assert err is not None and err.name() == "ELECTION_NOT_NEEDED"
+
+
+def test_kafka_log_dirs_lists_every_replica(cluster, kafka_libs):  # noqa: F811
+    topic = f"logdirs-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=2, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    produce_values(cluster.bootstrap, topic, 200)
+    res = kafka("kafka-log-dirs", "--bootstrap-server", cluster.bootstrap, "--describe",
+                "--topic-list", topic)
+    line = next(line for line in res.stdout.splitlines() if line.startswith("{"))
+    report = json.loads(line)
+    assert sorted(b["broker"] for b in report["brokers"]) == [1, 2, 3]
+    for b in report["brokers"]:
+        parts = {p["partition"]: p for d in b["logDirs"] for p in d["partitions"]}
+        assert set(parts) == {f"{topic}-0", f"{topic}-1"}
+        assert sum(p["size"] for p in parts.values()) > 0

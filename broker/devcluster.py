@@ -40,13 +40,14 @@ def etcd_binary() -> str | None:
     return None
 
 
-def _wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None, what: str = "") -> None:
+def _wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None, what: str = "",
+               host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode} during start-up")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
@@ -56,10 +57,13 @@ def _wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None, 
 class Node:
     """One broker process of the cluster; keeps its node id, port and data directory."""
 
-    def __init__(self, cluster: DevCluster, node_id: int, port: int) -> None:
+    def __init__(self, cluster: DevCluster, node_id: int, port: int, host: str = "127.0.0.1",
+                 command_prefix: list[str] | None = None) -> None:
         self.cluster = cluster
         self.node_id = node_id
         self.port = port
+        self.host = host
+        self.command_prefix = list(command_prefix or [])  # e.g. ip netns exec NS
         self.data_dir = os.path.join(cluster.data_dir, f"broker-{node_id}")
         self.log_path = self.data_dir + ".log"
         self.proc: subprocess.Popen | None = None
@@ -67,7 +71,7 @@ class Node:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def alive(self) -> bool:
@@ -75,9 +79,9 @@ class Node:
 
     def command(self) -> list[str]:
         props = {**self.cluster.broker_properties(), "node.id": str(self.node_id),
-                 "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "log.dirs": self.data_dir,
+                 "listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": self.data_dir,
                  **self.overrides}
-        cmd = [sys.executable, "-m", "broker"]
+        cmd = [*self.command_prefix, sys.executable, "-m", "broker"]
         for k, v in props.items():
             cmd += ["--override", f"{k}={v}"]
         return cmd
@@ -89,8 +93,11 @@ class Node:
             self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         if wait:
-            _wait_port(self.port, timeout, self.proc, f"broker {self.node_id}")
+            self.wait_listening(timeout)
         return self
+
+    def wait_listening(self, timeout: float) -> None:
+        _wait_port(self.port, timeout, self.proc, f"broker {self.node_id}", self.host)
 
     def stop(self, timeout: float = 40.0) -> int:
         """SIGTERM (controlled shutdown), then SIGKILL if it does not exit in time."""
@@ -131,13 +138,20 @@ class Node:
 
 class DevCluster:
     def __init__(self, data_dir: str, nodes: int = 3, base_port: int = 0, etcd_port: int = 0,
-                 overrides: dict[str, str] | None = None) -> None:
+                 overrides: dict[str, str] | None = None, etcd_host: str = "127.0.0.1",
+                 node_hosts: dict[int, str] | None = None,
+                 command_prefixes: dict[int, list[str]] | None = None) -> None:
+        """``node_hosts`` / ``command_prefixes``: per node, the address it listens on and a
+        command prefix (the network-namespace tests run each broker in its own namespace)."""
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
+        self.etcd_host = etcd_host
         self.etcd_port = etcd_port or free_port()
         self.etcd_peer_port = free_port()
         self.overrides = dict(overrides or {})
-        self.nodes = {i: Node(self, i, (base_port + i - 1) if base_port else free_port())
+        hosts, prefixes = node_hosts or {}, command_prefixes or {}
+        self.nodes = {i: Node(self, i, (base_port + i - 1) if base_port else free_port(),
+                              hosts.get(i, "127.0.0.1"), prefixes.get(i))
                       for i in range(1, nodes + 1)}
         self.etcd: subprocess.Popen | None = None
         self.prefix = "/kbroker"
@@ -147,7 +161,7 @@ class DevCluster:
     def broker_properties(self) -> dict[str, str]:
         n = len(self.nodes)
         props = {
-            "metadata.etcd.endpoints": f"127.0.0.1:{self.etcd_port}",
+            "metadata.etcd.endpoints": f"{self.etcd_host}:{self.etcd_port}",
             "metadata.etcd.prefix": self.prefix,
             "offsets.topic.replication.factor": str(min(3, n)),
             "transaction.state.log.replication.factor": str(min(3, n)),
@@ -172,7 +186,7 @@ class DevCluster:
         if binary is None:
             raise RuntimeError("etcd is not installed (Debian package etcd-server; `make tools` installs it)")
         data = os.path.join(self.data_dir, "etcd")
-        client = f"http://127.0.0.1:{self.etcd_port}"
+        client = f"http://{self.etcd_host}:{self.etcd_port}"
         peer = f"http://127.0.0.1:{self.etcd_peer_port}"
         cmd = [binary, "--name", "kbroker-etcd", "--data-dir", data,
                "--listen-client-urls", client, "--advertise-client-urls", client,
@@ -181,7 +195,7 @@ class DevCluster:
                "--heartbeat-interval", "100", "--election-timeout", "500", "--log-level", "warn"]
         with open(os.path.join(self.data_dir, "etcd.log"), "a") as out:
             self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait_port(self.etcd_port, timeout, self.etcd, "etcd")
+        _wait_port(self.etcd_port, timeout, self.etcd, "etcd", self.etcd_host)
 
     def stop_etcd(self) -> None:
         if self.etcd is not None and self.etcd.poll() is None:
@@ -200,7 +214,7 @@ class DevCluster:
             node.start(wait=False)
         deadline = time.monotonic() + timeout
         for node in self.nodes.values():
-            _wait_port(node.port, max(deadline - time.monotonic(), 1), node.proc, f"broker {node.node_id}")
+            node.wait_listening(max(deadline - time.monotonic(), 1))
         self.wait_registered(set(self.nodes), deadline - time.monotonic())
         return self
 
@@ -219,7 +233,7 @@ class DevCluster:
             if not node.alive:
                 continue
             try:
-                return metadata_broker_ids(node.port)
+                return metadata_broker_ids(node.host, node.port)
             except OSError:
                 continue
         return []
@@ -232,7 +246,7 @@ class DevCluster:
             node.start(wait=False)
         deadline = time.monotonic() + timeout
         for node in self.nodes.values():
-            _wait_port(node.port, max(deadline - time.monotonic(), 1), node.proc, f"broker {node.node_id}")
+            node.wait_listening(max(deadline - time.monotonic(), 1))
         self.wait_registered(set(self.nodes), max(deadline - time.monotonic(), 1))
 
     def stop(self) -> None:
@@ -252,12 +266,12 @@ class DevCluster:
             self.etcd.wait()
 
 
-def metadata_broker_ids(port: int, timeout: float = 2.0) -> list[int]:
+def metadata_broker_ids(host: str, port: int, timeout: float = 2.0) -> list[int]:
     """Send Metadata v1 with an empty topic list; return the brokers it lists."""
     import struct
     client_id = b"devcluster"
     body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + struct.pack(">i", 0)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(body)) + body)
         size = struct.unpack(">i", _recv(s, 4))[0]
         data = _recv(s, size)

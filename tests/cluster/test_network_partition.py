@@ -1,0 +1,86 @@
+"""Acceptance 3: a partition leader cut off from the other brokers and from etcd by network
+namespaces. A new leader is elected; what the old leader took with acks=1 after the cut is
+truncated when it rejoins; nothing acknowledged with acks=all is lost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from broker.devcluster import REPO, DevCluster
+from tests.support import netns
+from tests.support.clients import consume_all, create_topic
+from tests.support.cluster import (
+    FAST_FAILOVER,
+    describe,
+    produce_values,
+    require_etcd,
+    wait_for,
+    wait_isr_complete,
+)
+
+ISOLATED_PRODUCER = """
+import sys
+from confluent_kafka import Producer
+acked = []
+p = Producer({"bootstrap.servers": sys.argv[1], "acks": "1", "message.timeout.ms": 8000,
+              "enable.idempotence": False, "retries": 0})
+for i in range(int(sys.argv[3])):
+    p.produce(sys.argv[2], value=b"after-cut-%05d" % i, partition=0,
+              on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
+p.flush(15)
+print(len(acked))
+"""
+
+
+@pytest.fixture(scope="module")
+def partitioned(tmp_path_factory):
+    reason = netns.available()
+    if reason:
+        pytest.skip(reason)
+    require_etcd()
+    topo = netns.Topology(3).create()
+    cluster = DevCluster(str(tmp_path_factory.mktemp("netns-cluster")), 3, base_port=9092,
+                         overrides=FAST_FAILOVER, etcd_host=topo.host_ip,
+                         node_hosts={n: topo.node_ip(n) for n in topo.node_ids},
+                         command_prefixes={n: topo.prefix(n) for n in topo.node_ids})
+    try:
+        cluster.start()
+        yield cluster, topo
+    finally:
+        cluster.kill()
+        topo.destroy()
+
+
+def test_isolated_leader_is_replaced_and_its_acks1_writes_are_truncated(partitioned):
+    cluster, topo = partitioned
+    topic = f"cut-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    before = produce_values(cluster.bootstrap, topic, 1000)
+    old = describe(cluster.bootstrap, topic)[0][0]
+
+    topo.cut(old)
+    try:
+        # A client on the isolated leader's own host still reaches it: acks=1 is accepted there.
+        out = subprocess.run([*topo.prefix(old), sys.executable, "-c", ISOLATED_PRODUCER,
+                              cluster.node(old).address, topic, "200"],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert int(out.stdout.strip().splitlines()[-1]) == 200, out.stdout + out.stderr[-2000:]
+        others = [n.address for i, n in cluster.nodes.items() if i != old]
+        majority = ",".join(others)
+        new = wait_for(lambda: (ld := describe(majority, topic)[0][0]) not in (old, -1) and ld, 30,
+                       "a new leader on the majority side")
+        after = produce_values(majority, topic, 1000)
+    finally:
+        topo.heal(old)
+    assert new != old
+    parts = wait_isr_complete(cluster, topic, timeout=90)
+    assert old in parts[0][2]
+    got = [m.value() for m in consume_all(cluster.bootstrap, topic, 1, 2000, timeout=60)]
+    assert got == before + after, "acks=all records lost or acks=1 records of the old leader kept"
+    assert "replica_truncated" in cluster.node(old).output()

@@ -16,7 +16,7 @@ import uuid
 
 import structlog
 
-from coordinator.controller.controller import Controller
+from coordinator.controller.controller import Controller, fence_restarted
 from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
 from coordinator.controller.metadata import BrokerRegistration
 from coordinator.controller.producer_ids import ProducerIdManager
@@ -104,6 +104,7 @@ class Broker:
         self.metadata.listeners.append(self._on_metadata_change)
         if self.clustered:
             self.controller = Controller(self.metadata, self.config)
+            self.metadata.broker_listeners.append(self.controller.wake)
             self.controller.start()
         bind_host, bind_port = self.config.listener()
         loop = asyncio.get_running_loop()
@@ -153,11 +154,33 @@ class Broker:
         except (OSError, *ETCD_ERRORS) as exc:
             raise SystemExit(f"cannot reach etcd at {self.config['metadata.etcd.endpoints']}: {exc!r}") from None
         self.metrics.etcd_connected.set(1)
+        await self._fence_previous_life()
         self.replica_manager.fetchers = ReplicaFetcherManager(
             self.node_id, self.metadata.endpoint, self.config, self._replica_fetched)
         log.info("cluster_joined", node_id=self.node_id, cluster_id=self.metadata.cluster_id,
                  brokers=self.metadata.live_broker_ids(), controller=self.metadata.controller_id,
                  revision=self.metadata.revision)
+
+    async def _fence_previous_life(self) -> None:
+        """Before serving, leave every ISR (and hand over leaderships) this node.id held in a
+        previous life: its log may be behind or gone (an empty data directory)."""
+        for _attempt in range(10):  # a refused compare-and-swap means the state moved: look again
+            live = {n for n, b in self.metadata.brokers.items() if not b.controlled_shutdown}
+            changes = []
+            for topic in self.metadata.topics.values():
+                for index, state in enumerate(topic.partitions):
+                    new = fence_restarted(state, self.node_id, live)
+                    if new is not None:
+                        changes.append((topic.name, index, new, state.mod_revision))
+            if not changes:
+                return
+            written = await self.metadata.alter_partitions(changes, wait=True)
+            log.info("previous_registration_fenced", partitions=len(written),
+                     refused=len(changes) - len(written))
+            if len(written) == len(changes):
+                return
+            await asyncio.sleep(0.1)
+        raise SystemExit("could not leave the ISRs of this node's previous registration; retry the start")
 
     def _on_metadata_change(self, partitions: set, deleted_topics: set) -> None:
         self.replica_manager.apply_delta(partitions, deleted_topics)

@@ -49,6 +49,9 @@ def assign_replicas(num_partitions: int, replication_factor: int, brokers: dict[
     check_replication_factor(replication_factor, len(brokers))
     ordered = _rack_alternated(brokers)
     n = len(ordered)
+    racks = {b: brokers[b] or "" for b in ordered}
+    num_racks = len(set(racks.values()))
+    rack_aware = any(brokers.values())
     rnd = random.Random(seed)
     start = rnd.randrange(n)
     shift = rnd.randrange(n)
@@ -58,10 +61,23 @@ def assign_replicas(num_partitions: int, replication_factor: int, brokers: dict[
             shift += 1
         first = (p + start) % n
         replicas = [ordered[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(ordered[(first + 1 + (shift + j) % (n - 1)) % n] if n > 1 else ordered[first])
+        if not rack_aware:
+            replicas += [ordered[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+        else:  # Kafka's assignReplicasToBrokersRackAware: a new rack first, while one is left
+            used_racks, k = {racks[replicas[0]]}, 0
+            while len(replicas) < replication_factor:
+                broker = ordered[_replica_index(first, shift * num_racks, k, n)]
+                k += 1
+                if (racks[broker] not in used_racks or len(used_racks) == num_racks) \
+                        and broker not in replicas:
+                    replicas.append(broker)
+                    used_racks.add(racks[broker])
         out.append(replicas)
     return out
+
+
+def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n if n > 1 else first
 
 
 def check_replication_factor(replication_factor: int, registered: int) -> None:
@@ -115,6 +131,24 @@ def elect(state: PartitionState, live: set[int], alive: set[int], *, unclean: bo
     epoch = state.leader_epoch + (1 if leader != state.leader else 0)
     return replace(state, leader=leader, leader_epoch=epoch, isr=isr,
                    partition_epoch=state.partition_epoch + 1)
+
+
+def fence_restarted(state: PartitionState, node: int, live: set[int]) -> PartitionState | None:
+    """A broker that (re)starts must catch up before it counts: it leaves the ISR, and any
+    leadership it held goes to a live ISR peer (KRaft fences a newly registered broker the
+    same way). When it is the only live ISR member it keeps leading, with a new leader epoch,
+    so no follower ever compares its log against the previous life's epoch."""
+    if node not in state.isr:
+        return None
+    others = [r for r in state.replicas if r in state.isr and r != node and r in live]
+    if not others:
+        if state.leader != node:
+            return None
+        return replace(state, leader_epoch=state.leader_epoch + 1, isr=[node],
+                       partition_epoch=state.partition_epoch + 1)
+    leader = state.leader if state.leader not in (node, NO_LEADER) else others[0]
+    return replace(state, leader=leader, leader_epoch=state.leader_epoch + int(leader != state.leader),
+                   isr=[r for r in state.isr if r != node], partition_epoch=state.partition_epoch + 1)
 
 
 def elect_preferred(state: PartitionState, live: set[int]) -> tuple[PartitionState | None, int]:

@@ -263,6 +263,9 @@ class EtcdMetadataStore(MetadataCache):
         self.revision = max(self.revision, kv.mod_revision)
         self._applied.set()
         self.notify(changed, deleted)
+        if name is None:
+            for listener in self.broker_listeners:
+                listener()
 
     def _apply_put(self, key: bytes, value: bytes, mod_revision: int, create_revision: int) -> str | None:
         """Apply one key; returns the topic name when a topic or partition record changed."""

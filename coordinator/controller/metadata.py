@@ -82,6 +82,7 @@ class MetadataCache:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.controller_id = NO_LEADER
         self.listeners: list[Listener] = []
+        self.broker_listeners: list[Callable[[], None]] = []  # registrations or controller changed
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
         for topic in self.topics.values():

@@ -1,0 +1,106 @@
+"""The controller's decisions as pure functions of a partition's state."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.controller.controller import (
+    assign_replicas,
+    cancel_reassignment,
+    complete_reassignment,
+    elect,
+    elect_preferred,
+    elect_unclean,
+    fence_restarted,
+    start_reassignment,
+)
+from coordinator.controller.metadata import NO_LEADER, PartitionState
+from protocol.errors import ErrorCode, KafkaError
+
+
+def state(leader=1, epoch=5, replicas=(1, 2, 3), isr=(1, 2, 3)) -> PartitionState:
+    return PartitionState(leader, epoch, list(replicas), list(isr), partition_epoch=7)
+
+
+def test_dead_leader_is_replaced_by_the_first_live_isr_replica_with_a_new_epoch():
+    new = elect(state(), live={2, 3}, alive={2, 3}, unclean=False, preferred=False)
+    assert (new.leader, new.leader_epoch, new.isr, new.partition_epoch) == (2, 6, [2, 3], 8)
+
+
+def test_no_live_isr_member_means_no_leader_unless_unclean():
+    s = state(isr=(1,))
+    clean = elect(s, live={2, 3}, alive={2, 3}, unclean=False, preferred=False)
+    assert clean.leader == NO_LEADER and clean.isr == [1]
+    unclean = elect(s, live={2, 3}, alive={2, 3}, unclean=True, preferred=False)
+    assert unclean.leader == 2 and unclean.isr == [2]
+
+
+def test_a_dead_follower_leaves_the_isr_without_a_leader_change():
+    new = elect(state(), live={1, 2}, alive={1, 2}, unclean=False, preferred=False)
+    assert (new.leader, new.leader_epoch, new.isr) == (1, 5, [1, 2])
+
+
+def test_nothing_changes_when_everyone_is_live():
+    assert elect(state(), live={1, 2, 3}, alive={1, 2, 3}, unclean=False, preferred=True) is None
+
+
+def test_preferred_leader_returns_only_from_the_isr():
+    s = state(leader=2, isr=(2, 3))
+    assert elect(s, live={1, 2, 3}, alive={1, 2, 3}, unclean=False, preferred=True) is None
+    s = state(leader=2)
+    assert elect(s, live={1, 2, 3}, alive={1, 2, 3}, unclean=False, preferred=True).leader == 1
+    assert elect_preferred(state(), {1, 2, 3}) == (None, ErrorCode.election_not_needed)
+    assert elect_preferred(state(leader=2, isr=(2, 3)), {1, 2, 3})[1] == ErrorCode.preferred_leader_not_available
+
+
+def test_unclean_election_only_without_a_live_leader():
+    assert elect_unclean(state(), {1, 2, 3}, {1, 2, 3})[1] == ErrorCode.election_not_needed
+    new, code = elect_unclean(state(isr=(1,)), {3}, {3})
+    assert code == 0 and new.leader == 3 and new.isr == [3]
+    assert elect_unclean(state(isr=(1,)), set(), set())[1] == ErrorCode.eligible_leaders_not_available
+
+
+def test_a_restarted_broker_leaves_the_isr_and_hands_over_its_leadership():
+    new = fence_restarted(state(), node=1, live={1, 2, 3})
+    assert (new.leader, new.leader_epoch, new.isr) == (2, 6, [2, 3])
+    follower = fence_restarted(state(), node=3, live={1, 2, 3})
+    assert (follower.leader, follower.leader_epoch, follower.isr) == (1, 5, [1, 2])
+    assert fence_restarted(state(isr=(1, 2)), node=3, live={1, 2, 3}) is None
+
+
+def test_a_restarted_sole_isr_member_keeps_leading_under_a_new_epoch():
+    new = fence_restarted(state(isr=(1,)), node=1, live={1})
+    assert (new.leader, new.leader_epoch, new.isr) == (1, 6, [1])
+
+
+def test_reassignment_adds_first_and_drops_once_the_targets_are_in_sync():
+    s = start_reassignment(state(replicas=(1, 2), isr=(1, 2)), [2, 3])
+    assert (s.replicas, s.adding_replicas, s.removing_replicas) == ([2, 3, 1], [3], [1])
+    assert complete_reassignment(s, {1, 2, 3}) is None  # 3 not in the ISR yet
+    s.isr = [1, 2, 3]
+    done = complete_reassignment(s, {1, 2, 3})
+    assert (done.replicas, done.isr, done.leader, done.adding_replicas) == ([2, 3], [2, 3], 2, [])
+    assert done.leader_epoch == 6
+
+
+def test_cancelled_reassignment_restores_the_original_replicas():
+    s = start_reassignment(state(replicas=(1, 2), isr=(1, 2)), [2, 3])
+    back = cancel_reassignment(s)
+    # As Kafka's revert: the current list without the adding replicas (its order, not the original's).
+    assert (back.replicas, back.adding_replicas, back.removing_replicas) == ([2, 1], [], [])
+    assert cancel_reassignment(state()) is None
+
+
+def test_assignment_spreads_leaders_and_refuses_too_high_a_factor():
+    out = assign_replicas(6, 3, {1: None, 2: None, 3: None}, seed=1)
+    assert sorted(r[0] for r in out) == [1, 1, 2, 2, 3, 3]
+    assert all(len(set(r)) == 3 for r in out)
+    with pytest.raises(KafkaError) as exc:
+        assign_replicas(1, 4, {1: None, 2: None, 3: None})
+    assert exc.value.code == ErrorCode.invalid_replication_factor
+
+
+def test_rack_aware_assignment_spans_racks():
+    brokers = {1: "a", 2: "a", 3: "b", 4: "b"}
+    for replicas in assign_replicas(8, 2, brokers, seed=3):
+        assert {brokers[r] for r in replicas} == {"a", "b"}

@@ -42,7 +42,7 @@ from .replica_manager import INTERNAL_TOPICS, validate_topic_name
 if TYPE_CHECKING:
     from coordinator.controller.store import TopicState
 
-    from .broker import Broker
+    from .services import BrokerServices
 
 log = structlog.get_logger("broker.admin")
 
@@ -208,7 +208,7 @@ def broker_synonyms(name: str) -> list[str]:
     return [name]
 
 
-def node_id_of(broker: Broker, name: str, *, describe: bool) -> None:
+def node_id_of(broker: BrokerServices, name: str, *, describe: bool) -> None:
     """Check a BROKER resource name against this node (INVALID_REQUEST as Kafka words it)."""
     try:
         node = int(name)
@@ -273,7 +273,7 @@ def alter_each(request, alter) -> dict:
 
 # --- topics ----------------------------------------------------------------------------------
 
-def topic_for_config_change(broker: Broker, name: str) -> None:
+def topic_for_config_change(broker: BrokerServices, name: str) -> None:
     """Name checks before a topic config change (Kafka's ControllerConfigurationValidator)."""
     if not name:
         raise KafkaError(ErrorCode.invalid_request, "Default topic resources are not allowed.")
@@ -316,7 +316,7 @@ def validated_topic_overrides(overrides: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def apply_topic_overrides(broker: Broker, name: str, overrides: dict[str, str],
+def apply_topic_overrides(broker: BrokerServices, name: str, overrides: dict[str, str],
                           validate_only: bool) -> None:
     if name not in broker.metadata.topics:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
@@ -359,7 +359,7 @@ def incremental(current: dict[str, str], configs: Iterable, default_of, *, broke
     return new
 
 
-def describe_topic(broker: Broker, topic: TopicState, keys, include_synonyms: bool,
+def describe_topic(broker: BrokerServices, topic: TopicState, keys, include_synonyms: bool,
                    include_docs: bool) -> list[dict]:
     dyn = dynamic_configs(broker)
     out = []
@@ -383,7 +383,7 @@ def describe_topic(broker: Broker, topic: TopicState, keys, include_synonyms: bo
 
 # --- brokers ---------------------------------------------------------------------------------
 
-def describe_broker(broker: Broker, per_broker: bool, keys, include_synonyms: bool,
+def describe_broker(broker: BrokerServices, per_broker: bool, keys, include_synonyms: bool,
                     include_docs: bool) -> list[dict]:
     dyn = dynamic_configs(broker)
     if per_broker:
@@ -420,7 +420,7 @@ def _broker_doc(name: str) -> str | None:
 class DynamicBrokerConfigs:
     """Per-broker and cluster-wide dynamic broker configs, layered over the static config."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self.static: dict[str, Any] = dict(broker.config.values)
         self.per_broker: dict[str, str] = {}
@@ -538,7 +538,7 @@ class DynamicBrokerConfigs:
                     part.log.config = cfg
 
 
-def dynamic_configs(broker: Broker) -> DynamicBrokerConfigs:
+def dynamic_configs(broker: BrokerServices) -> DynamicBrokerConfigs:
     dyn = getattr(broker, "dynamic_broker_configs", None)
     if dyn is None:
         dyn = DynamicBrokerConfigs(broker)
@@ -548,7 +548,7 @@ def dynamic_configs(broker: Broker) -> DynamicBrokerConfigs:
     return dyn
 
 
-def load_dynamic_broker_configs(broker: Broker) -> None:
+def load_dynamic_broker_configs(broker: BrokerServices) -> None:
     """Start-up hook: apply the persisted dynamic broker configs before partitions open."""
     try:
         dynamic_configs(broker)

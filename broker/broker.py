@@ -40,6 +40,8 @@ METADATA_FILE = "__cluster_metadata.json"
 
 
 class Broker:
+    """The process; request handlers see it only as :class:`broker.services.BrokerServices`."""
+
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -62,6 +64,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
         self.txn_coordinator = None
+        self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
         self.server: asyncio.AbstractServer | None = None
         self.metrics_server: asyncio.AbstractServer | None = None
         self.tasks: list[asyncio.Task] = []

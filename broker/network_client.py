@@ -32,13 +32,15 @@ _REQUEST_HEAD = struct.Struct(">hhih")
 
 
 class _InFlight:
-    __slots__ = ("correlation_id", "api_key", "version", "future")
+    __slots__ = ("correlation_id", "api_key", "version", "future", "decoder")
 
-    def __init__(self, correlation_id: int, api_key: int, version: int, future: asyncio.Future) -> None:
+    def __init__(self, correlation_id: int, api_key: int, version: int, future: asyncio.Future,
+                 decoder: Callable[[bytes, int], Any] | None = None) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
         self.future = future
+        self.decoder = decoder
 
 
 class _Connection:
@@ -60,7 +62,8 @@ class _Connection:
             self.reader, self.writer = reader, writer
             self.reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader, writer))
 
-    def send(self, api_key: int, version: int, body: Any) -> asyncio.Future:
+    def send(self, api_key: int, version: int, body: Any,
+             decoder: Callable[[bytes, int], Any] | None = None) -> asyncio.Future:
         """Write the request now (no await between numbering and writing keeps the order)."""
         cls = request_class(api_key, version)
         entity = body if isinstance(body, cls) else build(cls, body)
@@ -72,7 +75,7 @@ class _Connection:
             header += b"\x00"
         payload = header + out.getvalue()
         fut = asyncio.get_running_loop().create_future()
-        self.in_flight.append(_InFlight(self.correlation_id, api_key, version, fut))
+        self.in_flight.append(_InFlight(self.correlation_id, api_key, version, fut, decoder))
         self.writer.write(_SIZE.pack(len(payload)) + payload)
         return fut
 
@@ -91,7 +94,10 @@ class _Connection:
                                           f"expected {request.correlation_id}")
                 pos = 4 + (1 if response_header_version(request.api_key, request.version) >= 1 else 0)
                 try:
-                    response, _ = entity_reader(response_class(request.api_key, request.version))(frame, pos)
+                    if request.decoder is not None:
+                        response = request.decoder(frame, pos)
+                    else:
+                        response, _ = entity_reader(response_class(request.api_key, request.version))(frame, pos)
                 except Exception as exc:
                     if not request.future.done():
                         request.future.set_exception(ConnectionError(f"unreadable response: {exc!r}"))
@@ -130,7 +136,9 @@ class NetworkClient:
         self.connections: dict[int, _Connection] = {}
 
     async def send_request(self, node_id: int, api_key: int, api_version: int, request: Any,
-                           timeout: float | None = None) -> Any:
+                           timeout: float | None = None,
+                           decoder: Callable[[bytes, int], Any] | None = None) -> Any:
+        """``decoder(frame, body_offset)`` replaces kio's reader for a hot response."""
         timeout = self.timeout if timeout is None else timeout
         conn = self.connections.get(node_id)
         if conn is None:
@@ -145,7 +153,7 @@ class NetworkClient:
                 raise ConnectionError(f"cannot connect to node {node_id} at {address}: {exc!r}") from exc
         if conn.writer is None:
             raise ConnectionError(f"connection to node {node_id} closed")
-        fut = conn.send(api_key, api_version, request)
+        fut = conn.send(api_key, api_version, request, decoder)
         writer = conn.writer
         try:
             await writer.drain()

@@ -22,6 +22,7 @@ import structlog
 from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 
 from protocol.errors import ErrorCode
+from protocol.fast import decode_fetch_response_v12
 from storage.leader_epoch import UNDEFINED_EPOCH
 
 from .network_client import NetworkClient
@@ -71,7 +72,8 @@ class ReplicaFetcher:
             fetched = dict(self.partitions)
             request = self._build_request(fetched)
             try:
-                response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request)
+                response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request,
+                                                          decoder=decode_fetch_response_v12)
             except (ConnectionError, OSError, TimeoutError) as exc:
                 self._failures += 1
                 if self._failures in (1, 10) or self._failures % 100 == 0:
@@ -80,10 +82,11 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff)
                 continue
             self._failures = 0
-            if response.error_code:
+            error_code, topics = response
+            if error_code:
                 await asyncio.sleep(backoff)
                 continue
-            if not self._process(fetched, request, response):
+            if not self._process(fetched, request, topics):
                 await asyncio.sleep(backoff)
 
     def _build_request(self, parts: dict[tuple[str, int], Partition]) -> FetchRequest:
@@ -103,13 +106,13 @@ class ReplicaFetcher:
             topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
             forgotten_topics_data=(), rack_id="")
 
-    def _process(self, fetched: dict, request: FetchRequest, response) -> bool:
+    def _process(self, fetched: dict, request: FetchRequest, topics: list) -> bool:
         """Apply one response; False when every partition failed (back off)."""
         sent = {(t.topic, p.partition): p for t in request.topics for p in t.partitions}
         ok = False
-        for topic in response.responses:
-            for pd in topic.partitions:
-                key = (topic.topic, pd.partition_index)
+        for topic_name, partitions in topics:
+            for pd in partitions:
+                key = (topic_name, pd.partition_index)
                 part = self.partitions.get(key)
                 asked = sent.get(key)
                 if part is None or part is not fetched.get(key) or asked is None \
@@ -121,11 +124,11 @@ class ReplicaFetcher:
                         self._out_of_range(part, pd)
                     continue
                 ok = True
-                if pd.diverging_epoch.epoch >= 0 or pd.diverging_epoch.end_offset >= 0:
-                    self._truncate(part, pd.diverging_epoch.epoch, pd.diverging_epoch.end_offset)
+                if pd.diverging_epoch is not None and (pd.diverging_epoch[0] >= 0 or pd.diverging_epoch[1] >= 0):
+                    self._truncate(part, *pd.diverging_epoch)
                     continue
                 try:
-                    part.append_as_follower(pd.records or b"", pd.high_watermark)
+                    part.append_as_follower(pd.records if pd.records is not None else b"", pd.high_watermark)
                 except Exception:
                     log.exception("follower_append_failed", topic=part.topic, partition=part.index)
                     continue

@@ -27,6 +27,7 @@ from protocol.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .services import BrokerServices
 
 log = structlog.get_logger("broker.server")
 
@@ -46,10 +47,11 @@ class CloseConnection(Exception):
 
 
 class RequestContext:
-    __slots__ = ("broker", "header", "connection", "api_version")
+    """One request: its header, its connection and what a handler may use (``services``)."""
+    __slots__ = ("services", "header", "connection", "api_version")
 
-    def __init__(self, broker: Broker, header: codec.RequestHeader, connection: KafkaConnection):
-        self.broker = broker
+    def __init__(self, services: BrokerServices, header: codec.RequestHeader, connection: KafkaConnection):
+        self.services = services
         self.header = header
         self.connection = connection
         self.api_version = header.api_version

@@ -47,7 +47,7 @@ VALID_ACKS = (0, 1, -1)
 async def handle_produce(ctx: RequestContext, request):
     version = ctx.api_version
     acks = request.acks
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     if _has_transactional_batch(request) and request.transactional_id is None:
         # Kafka fails the whole request when transactional records come without an id.
         return _whole_request_error(request, version, acks, ErrorCode.transactional_id_authorization_failed)
@@ -79,7 +79,7 @@ async def handle_produce(ctx: RequestContext, request):
             except KafkaError as exc:
                 error, message = int(exc.code), exc.message
                 any_error = True
-                ctx.broker.metrics.errors.labels("Produce", exc.code.name).inc()
+                ctx.services.metrics.errors.labels("Produce", exc.code.name).inc()
             parts.append((pd.index, error, base_offset, append_time, log_start, message))
         results.append((topic.name, parts))
     if flush_targets:
@@ -105,7 +105,7 @@ async def _await_replication(ctx: RequestContext, delayed: list, timeout_s: floa
         if code:
             index, _, _, _, log_start, _ = parts[i]
             parts[i] = (index, int(code), -1, -1, log_start, ErrorCode(code).name)
-            ctx.broker.metrics.errors.labels("Produce", ErrorCode(code).name).inc()
+            ctx.services.metrics.errors.labels("Produce", ErrorCode(code).name).inc()
 
 
 def _check_single_batch(records, version: int) -> None:
@@ -183,7 +183,7 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
     COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS) ->
     NOT_ENOUGH_REPLICAS, which producers retry.
     """
-    broker = ctx.broker
+    broker = ctx.services
     coordinator = getattr(broker, "txn_coordinator", None)
     if coordinator is None or not broker.config["transaction.partition.verification.enable"]:
         return {}

@@ -44,7 +44,7 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
     if version >= 7 and request.session_id != 0:
         return fast.encode_fetch_response(version, ErrorCode.fetch_session_id_not_found,
                                           0, [])
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     isolation = getattr(request, "isolation_level", 0)
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
@@ -58,12 +58,12 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
             topics, total, waitable, errors = _read_all(ctx, request, version, isolation)
             break
     if total:
-        ctx.broker.metrics.bytes_out.labels("all").inc(total)
+        ctx.services.metrics.bytes_out.labels("all").inc(total)
     return fast.encode_fetch_response(version, 0, 0, topics)
 
 
 def _resolve_topic(ctx: RequestContext, ft, version: int):
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     if version >= 13:
         topic = metadata.topic_by_id(ft.topic_id)
         return (topic.name if topic else None), ft.topic_id
@@ -78,7 +78,7 @@ def _replica_id(request, version: int) -> int:
 
 
 def _read_all(ctx: RequestContext, request, version: int, isolation: int):
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     replica_id = _replica_id(request, version)
     remaining = request.max_bytes
     total = 0
@@ -122,7 +122,7 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
                     waitable.append(part)
             except KafkaError as exc:
                 errors += 1
-                ctx.broker.metrics.errors.labels("Fetch", exc.code.name).inc()
+                ctx.services.metrics.errors.labels("Fetch", exc.code.name).inc()
                 parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b"",
                               _current_leader(ctx, name, fp.partition, exc.code)))
         topics.append((name or "", topic_id, parts))
@@ -144,7 +144,7 @@ def _current_leader(ctx: RequestContext, name: str | None, index: int, code) -> 
     """KIP-951: tell the client where the partition is led now."""
     if code not in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch) or name is None:
         return None
-    state = ctx.broker.metadata.partition(name, index)
+    state = ctx.services.metadata.partition(name, index)
     return None if state is None else {"current_leader": (state.leader, state.leader_epoch)}
 
 

@@ -36,7 +36,7 @@ async def handle_list_offsets(ctx: RequestContext, request) -> dict:
 
 
 def _list_offset(ctx: RequestContext, topic: str, p, isolation: int) -> dict:
-    part = ctx.broker.replica_manager.leader_partition(topic, p.partition_index,
+    part = ctx.services.replica_manager.leader_partition(topic, p.partition_index,
                                                        getattr(p, "current_leader_epoch", -1))
     plog = part.log
     limit = plog.last_stable_offset if isolation == READ_COMMITTED else plog.high_watermark

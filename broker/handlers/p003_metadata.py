@@ -31,12 +31,12 @@ from ..server import RequestContext
 
 def offline_replicas(ctx: RequestContext, state) -> list[int]:
     """Replicas on brokers that are not registered (down)."""
-    brokers = ctx.broker.metadata.brokers
+    brokers = ctx.services.metadata.brokers
     return [r for r in state.replicas if r not in brokers]
 
 
 def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
-    topic = ctx.broker.metadata.topics[name]
+    topic = ctx.services.metadata.topics[name]
     return {
         "error_code": 0, "name": name, "topic_id": topic.uuid, "is_internal": name in INTERNAL_TOPICS,
         "partitions": [{"error_code": ErrorCode.leader_not_available if p.leader < 0 else 0,
@@ -63,7 +63,7 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
 @register(3, 0, 12)
 async def handle_metadata(ctx: RequestContext, request) -> bytes:
     version = ctx.api_version
-    broker = ctx.broker
+    broker = ctx.services
     topics = broker.metadata.topics
     requested = request.topics
     if requested is None or (version == 0 and not requested):
@@ -81,7 +81,7 @@ async def handle_metadata(ctx: RequestContext, request) -> bytes:
 
 
 async def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> dict:
-    broker = ctx.broker
+    broker = ctx.services
     name = requested.name
     topic_id = getattr(requested, "topic_id", None)
     if name is None and topic_id is not None and topic_id != ZERO_UUID:

@@ -27,7 +27,7 @@ from ..server import RequestContext
 @register(8, 2, 9)
 async def handle_offset_commit(ctx: RequestContext, request) -> dict:
     v = ctx.api_version
-    topics = ctx.broker.metadata.topics
+    topics = ctx.services.metadata.topics
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     errors: dict[tuple[str, int], int] = {}
     for t in request.topics:
@@ -41,7 +41,7 @@ async def handle_offset_commit(ctx: RequestContext, request) -> dict:
                     p.committed_offset, getattr(p, "committed_leader_epoch", -1) if v >= 6 else -1,
                     p.committed_metadata or "")
     if offsets:
-        errors.update(await ctx.broker.group_coordinator.commit_offsets(
+        errors.update(await ctx.services.group_coordinator.commit_offsets(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None) if v >= 7 else None,
             generation_id=request.generation_id_or_member_epoch, offsets=offsets))

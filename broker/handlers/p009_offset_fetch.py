@@ -23,7 +23,7 @@ from ..server import RequestContext
 def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool) -> tuple[int, list]:
     v = ctx.api_version
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, entries = ctx.broker.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
+    error, entries = ctx.services.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
     if error:
         if v >= 2:
             return error, []

@@ -27,7 +27,7 @@ GROUP, TRANSACTION = 0, 1
 
 def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
     """The leader of the group's ``__consumer_offsets`` partition (clustered)."""
-    broker = ctx.broker
+    broker = ctx.services
     try:
         partition = broker.group_coordinator.partition_for(group_id)
     except KafkaError:
@@ -39,7 +39,7 @@ def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
-    broker = ctx.broker
+    broker = ctx.services
     node_id, host, port = broker.node_id, broker.host, broker.port
     if key_type == GROUP and broker.clustered:
         code, node_id = _group_node(ctx, key)

@@ -47,7 +47,7 @@ async def handle_join_group(ctx: RequestContext, request) -> dict:
         result = {"error_code": ErrorCode.invalid_group_id, "generation_id": -1, "protocol_type": None,
                   "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
     else:
-        result = await ctx.broker.group_coordinator.join_group(
+        result = await ctx.services.group_coordinator.join_group(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=group_instance_id, require_known_member_id=v >= 4,
             client_id=ctx.header.client_id or "", client_host=client_host(ctx),

@@ -18,7 +18,7 @@ from ..server import RequestContext
 
 @register(12, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, request) -> dict:
-    error = ctx.broker.group_coordinator.heartbeat(
+    error = ctx.services.group_coordinator.heartbeat(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None) if ctx.api_version >= 3 else None,
         generation_id=request.generation_id)

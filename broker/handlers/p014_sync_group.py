@@ -19,7 +19,7 @@ from ..server import RequestContext
 @register(14, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request) -> dict:
     v = ctx.api_version
-    result = await ctx.broker.group_coordinator.sync_group(
+    result = await ctx.services.group_coordinator.sync_group(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None) if v >= 3 else None,
         protocol_type=getattr(request, "protocol_type", None) if v >= 5 else None,

@@ -23,7 +23,7 @@ OPERATIONS_NOT_REQUESTED = -(1 << 31)
 @register(15, 0, 5)
 async def handle_describe_groups(ctx: RequestContext, request) -> dict:
     include_ops = ctx.api_version >= 3 and bool(getattr(request, "include_authorized_operations", False))
-    coordinator = ctx.broker.group_coordinator
+    coordinator = ctx.services.group_coordinator
     groups = []
     for group_id in request.groups:
         described = coordinator.describe_group(group_id)

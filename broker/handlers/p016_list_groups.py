@@ -21,5 +21,5 @@ async def handle_list_groups(ctx: RequestContext, request) -> dict:
     v = ctx.api_version
     states = set(getattr(request, "states_filter", ()) or ()) if v >= 4 else set()
     types = set(getattr(request, "types_filter", ()) or ()) if v >= 5 else set()
-    error, groups = ctx.broker.group_coordinator.list_groups(states or None, types or None)
+    error, groups = ctx.services.group_coordinator.list_groups(states or None, types or None)
     return {"throttle_time": 0, "error_code": error, "groups": groups}

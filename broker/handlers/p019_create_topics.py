@@ -47,7 +47,7 @@ def _error(name: str, code: ErrorCode, message: str | None) -> dict:
 
 
 async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
-    broker = ctx.broker
+    broker = ctx.services
     validate_topic_name(t.name)
     if t.name in broker.metadata.topics:
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")

@@ -39,7 +39,7 @@ async def handle_delete_topics(ctx: RequestContext, request) -> dict:
         entries = [(t.name, ZERO_UUID if t.topic_id is None else t.topic_id) for t in request.topics]
     else:
         entries = [(name, ZERO_UUID) for name in request.topic_names]
-    if not ctx.broker.config["delete.topic.enable"]:
+    if not ctx.services.config["delete.topic.enable"]:
         code = ErrorCode.invalid_request if version < 3 else ErrorCode.topic_deletion_disabled
         return {"throttle_time": 0, "responses": [
             _result(name, tid, code, "Topic deletion is disabled.") for name, tid in entries]}
@@ -72,7 +72,7 @@ def _result(name, topic_id, code, message) -> dict:
 
 
 async def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
-    broker = ctx.broker
+    broker = ctx.services
     try:
         if name is None:
             topic = broker.metadata.topic_by_id(topic_id)

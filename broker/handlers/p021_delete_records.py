@@ -47,7 +47,7 @@ async def handle_delete_records(ctx: RequestContext, request) -> dict:
 
 
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> int:
-    part = ctx.broker.replica_manager.leader_partition(topic, partition)
+    part = ctx.services.replica_manager.leader_partition(topic, partition)
     if topic in INTERNAL_TOPICS:
         raise KafkaError(ErrorCode.invalid_topic_exception, f"Cannot delete records of internal topic {topic}")
     plog = part.log

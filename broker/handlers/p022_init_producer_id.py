@@ -34,12 +34,12 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> dict:
     expected = None if pid == -1 else (pid, epoch)
     if request.transactional_id is None:
         try:
-            pid = ctx.broker.producer_ids.generate_producer_id()
+            pid = ctx.services.producer_ids.generate_producer_id()
         except KafkaError as exc:  # the next producer-id block is still being allocated
             return {"throttle_time": 0, "error_code": exc.code, "producer_id": -1, "producer_epoch": -1}
         return {"throttle_time": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
     try:
-        error, pid, epoch = await ctx.broker.txn_coordinator.init_producer_id(
+        error, pid, epoch = await ctx.services.txn_coordinator.init_producer_id(
             request.transactional_id, int(request.transaction_timeout.total_seconds() * 1000), expected)
     except KafkaError as exc:
         error, pid, epoch = exc.code, -1, -1

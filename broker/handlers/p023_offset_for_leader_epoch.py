@@ -19,7 +19,7 @@ from ..server import RequestContext
 
 @register(23, 2, 4)
 async def handle_offset_for_leader_epoch(ctx: RequestContext, request) -> dict:
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     topics = []
     for t in request.topics:
         parts = []

@@ -35,7 +35,7 @@ def _unknown_partitions(broker, partitions: set[tuple[str, int]]) -> set[tuple[s
 
 async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: dict[str, list[int]],
                verify_only: bool) -> dict[tuple[str, int], int]:
-    broker = ctx.broker
+    broker = ctx.services
     partitions = {(t, p) for t, ps in topics.items() for p in ps}
     unknown = _unknown_partitions(broker, partitions)
     if unknown:

@@ -19,7 +19,7 @@ from ..server import RequestContext
 
 @register(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request) -> dict:
-    broker = ctx.broker
+    broker = ctx.services
     try:
         partition = broker.group_coordinator.partition_for(request.group_id)
     except KafkaError:

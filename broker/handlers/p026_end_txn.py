@@ -20,7 +20,7 @@ from ..server import RequestContext
 
 @register(26, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request) -> dict:
-    code = await ctx.broker.txn_coordinator.end_transaction(
+    code = await ctx.services.txn_coordinator.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
     if code == ErrorCode.producer_fenced and ctx.api_version < 2:
         code = ErrorCode.invalid_producer_epoch

@@ -29,7 +29,7 @@ from ..server import RequestContext
 
 @register(27, 1, 1)
 async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
-    broker = ctx.broker
+    broker = ctx.services
     rm = broker.replica_manager
     results = []
     waiting = []

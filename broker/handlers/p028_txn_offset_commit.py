@@ -27,7 +27,7 @@ from ..server import RequestContext
 
 async def _verification_error(ctx: RequestContext, request) -> int:
     """Kafka's verification of the offsets partition, errors as the produce path maps them."""
-    broker = ctx.broker
+    broker = ctx.services
     coordinator = broker.txn_coordinator
     if not broker.config["transaction.partition.verification.enable"] or not request.transactional_id \
             or not coordinator.is_coordinator_for(request.transactional_id) \
@@ -57,7 +57,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
             offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
             metadata=p.committed_metadata or "")
             for t in request.topics for p in t.partitions}
-        errors = await ctx.broker.group_coordinator.txn_offset_commit(
+        errors = await ctx.services.group_coordinator.txn_offset_commit(
             group_id=request.group_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
             member_id=getattr(request, "member_id", ""), group_instance_id=getattr(request, "group_instance_id", None),
             generation_id=getattr(request, "generation_id", -1), offsets=offsets)

@@ -52,7 +52,7 @@ async def handle_describe_configs(ctx: RequestContext, request) -> dict:
 
 
 def _describe(ctx: RequestContext, r, include_synonyms: bool, include_docs: bool) -> list[dict]:
-    broker = ctx.broker
+    broker = ctx.services
     keys = set(r.configuration_keys) if r.configuration_keys else None
     if r.resource_type == ResourceType.TOPIC:
         validate_topic_name(r.resource_name)

@@ -40,7 +40,7 @@ async def handle_alter_configs(ctx: RequestContext, request) -> dict:
 
 
 def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
-    broker = ctx.broker
+    broker = ctx.services
     check_alter_entries(r.configs)
     configs = {c.name: c.value for c in r.configs}
     if r.resource_type == ResourceType.TOPIC:

@@ -19,8 +19,8 @@ from ..server import RequestContext
 
 @register(35, 1, 4)
 async def handle_describe_log_dirs(ctx: RequestContext, request) -> dict:
-    rm = ctx.broker.replica_manager
-    log_dir = ctx.broker.config.log_dir
+    rm = ctx.services.replica_manager
+    log_dir = ctx.services.config.log_dir
     if request.topics is None:
         wanted = set(rm.partitions)
     else:

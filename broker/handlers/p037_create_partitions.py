@@ -48,7 +48,7 @@ def _result(name: str, code: ErrorCode, message: str | None) -> dict:
 
 
 async def _create(ctx: RequestContext, t, validate_only: bool) -> None:
-    broker = ctx.broker
+    broker = ctx.services
     topic = broker.metadata.topics.get(t.name)
     if topic is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, None)
@@ -79,7 +79,7 @@ def _check_assignment(ctx: RequestContext, replicas: list[int], rf: int) -> None
                          "The manual partition assignment includes an empty replica list.")
     prev = None
     for b in sorted(replicas):
-        if b not in ctx.broker.metadata.brokers:
+        if b not in ctx.services.metadata.brokers:
             raise KafkaError(ErrorCode.invalid_replica_assignment,
                              f"The manual partition assignment includes broker {b}, but no such "
                              f"broker is registered.")

@@ -16,6 +16,6 @@ from ..server import RequestContext
 
 @register(42, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, request) -> dict:
-    results = await ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
+    results = await ctx.services.group_coordinator.delete_groups(list(request.groups_names))
     return {"throttle_time": 0,
             "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(request.groups_names)]}

@@ -25,7 +25,7 @@ PREFERRED, UNCLEAN = 0, 1
 
 @register(43, 0, 2)
 async def handle_elect_leaders(ctx: RequestContext, request) -> dict:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     election_type = getattr(request, "election_type", PREFERRED)
     if election_type not in (PREFERRED, UNCLEAN):
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "replica_election_results": []}

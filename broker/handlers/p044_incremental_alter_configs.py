@@ -51,7 +51,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request) -> dict
 
 
 def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
-    broker = ctx.broker
+    broker = ctx.services
     check_alter_entries(r.configs, null_ok=lambda c: c.config_operation == OpType.DELETE)
     if r.resource_type == ResourceType.TOPIC:
         topic_for_config_change(broker, r.resource_name)

@@ -32,7 +32,7 @@ def _check_target(metadata, replicas: list[int]) -> str | None:
 
 @register(45, 0, 0)
 async def handle_alter_partition_reassignments(ctx: RequestContext, request) -> dict:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     results: dict[tuple[str, int], tuple[int, str | None]] = {}
     changes = []
     for topic in request.topics:

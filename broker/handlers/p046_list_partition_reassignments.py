@@ -16,7 +16,7 @@ from ..server import RequestContext
 
 @register(46, 0, 0)
 async def handle_list_partition_reassignments(ctx: RequestContext, request) -> dict:
-    metadata = ctx.broker.metadata
+    metadata = ctx.services.metadata
     if request.topics is None:
         wanted = [(t.name, i) for t in metadata.topics.values() for i in range(len(t.partitions))]
     else:

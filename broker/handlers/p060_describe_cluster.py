@@ -26,7 +26,7 @@ NO_OPERATIONS = -2147483648
 
 @register(60, 0, 1)
 async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
-    b = ctx.broker
+    b = ctx.services
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)
     if endpoint_type != BROKER_ENDPOINT:
         if endpoint_type == CONTROLLER_ENDPOINT:

@@ -18,7 +18,7 @@ from ..server import RequestContext
 
 @register(61, 0, 0)
 async def handle_describe_producers(ctx: RequestContext, request) -> dict:
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     topics = []
     for t in request.topics:
         parts = []

@@ -19,6 +19,6 @@ from ..server import RequestContext
 
 @register(65, 0, 0)
 async def handle_describe_transactions(ctx: RequestContext, request) -> dict:
-    coordinator = ctx.broker.txn_coordinator
+    coordinator = ctx.services.txn_coordinator
     return {"throttle_time": 0,
             "transaction_states": [coordinator.describe(t) for t in request.transactional_ids]}

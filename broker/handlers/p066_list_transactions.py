@@ -18,7 +18,7 @@ from ..server import RequestContext
 @register(66, 0, 1)
 async def handle_list_transactions(ctx: RequestContext, request) -> dict:
     duration = getattr(request, "duration_filter", -1)
-    error, states, unknown = ctx.broker.txn_coordinator.list_transactions(
+    error, states, unknown = ctx.services.txn_coordinator.list_transactions(
         list(request.state_filters), list(request.producer_id_filters), -1 if duration is None else duration)
     return {"throttle_time": 0, "error_code": error, "unknown_state_filters": unknown,
             "transaction_states": states}

@@ -34,7 +34,7 @@ MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default
 
 @register(75, 0, 0)
 async def handle_describe_topic_partitions(ctx: RequestContext, request) -> dict:
-    topics = ctx.broker.metadata.topics
+    topics = ctx.services.metadata.topics
     fetch_all = not request.topics
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""

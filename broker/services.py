@@ -1,0 +1,41 @@
+"""What request handlers may use of the broker: a narrow, typed view of the process.
+
+Handlers (``broker/handlers``) and the admin helpers receive a :class:`BrokerServices`, not the
+broker with its lifecycle (start-up, shutdown, background tasks, connections): the metadata
+cache, the replica manager, the coordinators and the few identity and config values answers
+need. :class:`broker.broker.Broker` provides it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from coordinator.controller.metadata import MetadataCache
+    from coordinator.controller.producer_ids import ProducerIdManager
+    from coordinator.group.coordinator import GroupCoordinator
+    from coordinator.transaction.coordinator import TransactionCoordinator
+
+    from .config import BrokerConfig
+    from .metrics import Metrics
+    from .replica_manager import ReplicaManager
+    from .txn_services import BrokerTxnServices
+
+
+class BrokerServices(Protocol):
+    node_id: int
+    host: str
+    port: int
+    clustered: bool
+    config: BrokerConfig
+    metrics: Metrics
+    metadata: MetadataCache
+    replica_manager: ReplicaManager
+    producer_ids: ProducerIdManager
+    group_coordinator: GroupCoordinator
+    txn_coordinator: TransactionCoordinator
+    txn_services: BrokerTxnServices
+    dynamic_broker_configs: Any
+
+    @property
+    def cluster_id(self) -> str: ...

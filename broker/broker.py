@@ -224,11 +224,11 @@ class Broker:
         except Exception as exc:
             log.warning("controlled_shutdown_failed", error=repr(exc))
             return
-        others = [n for n in self.metadata.brokers if n != self.node_id]
-        while others and time.monotonic() - started < timeout:
-            led = [p for p in self.replica_manager.led_partitions()
-                   if any(r in self.metadata.brokers and r != self.node_id for r in p.isr)]
-            if not led:
+        while time.monotonic() - started < timeout:
+            # Only partitions with a live, staying ISR peer can move; the rest stop with us.
+            staying = {n for n, b in self.metadata.brokers.items()
+                       if n != self.node_id and not b.controlled_shutdown}
+            if not any(r in staying for p in self.replica_manager.led_partitions() for r in p.isr):
                 break
             await asyncio.sleep(0.05)
         log.info("controlled_shutdown_finished", seconds=round(time.monotonic() - started, 3),

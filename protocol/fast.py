@@ -41,15 +41,18 @@ def _string(s: str | None, flexible: bool) -> bytes:
 
 
 def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
-                            throttle_time_ms: int = 0) -> bytes:
+                            throttle_time_ms: int = 0,
+                            node_endpoints: list[tuple[int, str, int, str | None]] | None = None) -> bytes:
     """``topics``: [(name, [(index, error_code, base_offset, log_append_time, log_start_offset,
-    error_message | None)])]."""
+    error_message | None[, (current_leader_id, current_leader_epoch)])])]. From v10 a
+    partition's current leader and the ``node_endpoints`` of those leaders are tagged fields
+    (KIP-951), written only when given."""
     flex = is_flexible(0, version)
     out = [_array_len(len(topics), flex)]
     for name, parts in topics:
         out.append(_string(name, flex))
         out.append(_array_len(len(parts), flex))
-        for index, error, base_offset, append_time, log_start, message in parts:
+        for index, error, base_offset, append_time, log_start, message, *leader in parts:
             out.append(_PRODUCE_PART.pack(index, error, base_offset, append_time))
             if version >= 5:
                 out.append(_i64(log_start))
@@ -57,12 +60,21 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
                 out.append(_array_len(0, flex))  # record_errors
                 out.append(_string(message, flex))
             if flex:
-                out.append(b"\x00")
+                if version >= 10 and leader and leader[0] is not None:
+                    out.append(b"\x01\x00\x09" + _i32(leader[0][0]) + _i32(leader[0][1]) + b"\x00")
+                else:
+                    out.append(b"\x00")
         if flex:
             out.append(b"\x00")
     out.append(_i32(throttle_time_ms))
     if flex:
-        out.append(b"\x00")
+        if version >= 10 and node_endpoints:
+            body = _array_len(len(node_endpoints), True) + b"".join(
+                _i32(node) + _string(host, True) + _i32(port) + _string(rack, True) + b"\x00"
+                for node, host, port, rack in node_endpoints)
+            out.append(b"\x01\x00" + uvarint(len(body)) + body)
+        else:
+            out.append(b"\x00")
     return b"".join(out)
 
 

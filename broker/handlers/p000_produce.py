@@ -28,7 +28,8 @@ Behavior:
 
 Version notes:
 - v3 transactional id, magic 2; v5 log start offset; v7 zstd; v8 record errors and message;
-  v9 flexible; v10-11 current leader tagged fields (left empty).
+  v9 flexible; v10-11 current leader and node endpoints tagged fields (KIP-951), sent with
+  NOT_LEADER_OR_FOLLOWER.
 """
 
 import asyncio
@@ -80,6 +81,10 @@ async def handle_produce(ctx: RequestContext, request):
                 error, message = int(exc.code), exc.message
                 any_error = True
                 ctx.services.metrics.errors.labels("Produce", exc.code.name).inc()
+                leader = _current_leader(ctx, topic.name, pd.index, exc.code)
+                if leader is not None:
+                    parts.append((pd.index, error, base_offset, append_time, log_start, message, leader))
+                    continue
             parts.append((pd.index, error, base_offset, append_time, log_start, message))
         results.append((topic.name, parts))
     if flush_targets:
@@ -90,7 +95,23 @@ async def handle_produce(ctx: RequestContext, request):
         if any_error:
             raise CloseConnection("error on an acks=0 produce")
         return NO_RESPONSE
-    return fast.encode_produce_response(version, results)
+    return fast.encode_produce_response(version, results, node_endpoints=_leader_endpoints(ctx, results))
+
+
+def _current_leader(ctx: RequestContext, topic: str, index: int, code) -> tuple[int, int] | None:
+    """KIP-951: with NOT_LEADER_OR_FOLLOWER, where the partition is led now."""
+    if code != ErrorCode.not_leader_or_follower:
+        return None
+    state = ctx.services.metadata.partition(topic, index)
+    return None if state is None or state.leader < 0 else (state.leader, state.leader_epoch)
+
+
+def _leader_endpoints(ctx: RequestContext, results: list) -> list | None:
+    leaders = {p[6][0] for _, parts in results for p in parts if len(p) > 6}
+    if not leaders:
+        return None
+    brokers = ctx.services.metadata.brokers
+    return [(n, brokers[n].host, brokers[n].port, brokers[n].rack) for n in sorted(leaders) if n in brokers]
 
 
 async def _await_replication(ctx: RequestContext, delayed: list, timeout_s: float) -> None:
@@ -103,7 +124,7 @@ async def _await_replication(ctx: RequestContext, delayed: list, timeout_s: floa
         if not waiter.done():
             waiter.cancel()
         if code:
-            index, _, _, _, log_start, _ = parts[i]
+            index, _, _, _, log_start, *_ = parts[i]
             parts[i] = (index, int(code), -1, -1, log_start, ErrorCode(code).name)
             ctx.services.metrics.errors.labels("Produce", ErrorCode(code).name).inc()
 

@@ -119,6 +119,8 @@ def elect(state: PartitionState, live: set[int], alive: set[int], *, unclean: bo
         elif unclean and any(r in live for r in state.replicas):
             leader = next(r for r in state.replicas if r in live)
             isr = [leader]
+        elif leader in alive:
+            pass  # shutting down with nobody to take over: it leads until it is gone
         else:
             leader = NO_LEADER
             isr = isr or state.isr[:1]  # keep the last ISR member: it may come back
@@ -250,10 +252,7 @@ class Controller:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await asyncio.wait([self._task], timeout=2)
 
     def wake(self, *_args) -> None:
         self._wake.set()

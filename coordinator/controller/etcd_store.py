@@ -180,20 +180,17 @@ class EtcdMetadataStore(MetadataCache):
     async def stop(self, deregister: bool = True) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=2)
         if deregister and self.lease is not None:
             try:
                 await asyncio.wait_for(self.lease.revoke(), 2)
             except (*ETCD_ERRORS, Exception):
                 pass
-        try:
-            await self.client.close()
-        except Exception:
-            pass
+        try:  # the client's close waits on its watch stream's lock: never longer than this
+            await asyncio.wait_for(self.client.close(), 2)
+        except (TimeoutError, Exception):
+            log.warning("etcd_client_close_timed_out")
 
     # --- the image: full load and watch -----------------------------------------------------------
 

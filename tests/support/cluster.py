@@ -77,10 +77,12 @@ def describe(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list
     return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()}
 
 
-def wait_isr_complete(cluster: DevCluster, topic: str, timeout: float = 60.0) -> dict:
-    """Until every partition of ``topic`` has a leader and all its replicas in the ISR."""
+def wait_isr_complete(cluster: DevCluster, topic: str, timeout: float = 60.0,
+                      bootstrap: str | None = None) -> dict:
+    """Until every partition of ``topic`` has a leader and all its replicas in the ISR (as
+    ``bootstrap`` sees it: a broker cut off from etcd answers from its stale image)."""
     def complete():
-        parts = describe(cluster.bootstrap, topic)
+        parts = describe(bootstrap or cluster.bootstrap, topic)
         ok = parts and all(leader >= 0 and sorted(isr) == sorted(replicas)
                            for leader, replicas, isr in parts.values())
         return parts if ok else None

@@ -104,3 +104,10 @@ def test_rack_aware_assignment_spans_racks():
     brokers = {1: "a", 2: "a", 3: "b", 4: "b"}
     for replicas in assign_replicas(8, 2, brokers, seed=3):
         assert {brokers[r] for r in replicas} == {"a", "b"}
+
+
+def test_a_shutting_down_leader_without_a_successor_keeps_leading():
+    s = state(isr=(1,))
+    assert elect(s, live={2, 3}, alive={1, 2, 3}, unclean=False, preferred=False) is None
+    moved = elect(state(), live={2, 3}, alive={1, 2, 3}, unclean=False, preferred=False)
+    assert (moved.leader, moved.isr) == (2, [2, 3])

@@ -336,8 +336,29 @@ def test_describe_producers_errors(scenario):
 
 # --------------------------------------------------------------------------- find-hanging
 def expected_hanging(s: Scenario) -> list[list[str]]:
-    return [[s.topic, "0", str(s.a[0]), str(s.a[1]), "-1", str(s.a[2]), str(s.old_ts), "20"],
-            [s.topic, "1", str(s.b[0]), str(s.b[1]), "-1", str(s.b[2]), str(s.old_ts), "20"]]
+    """The rows find-hanging prints, with the duration column as "D" (see ``hanging_rows``)."""
+    return [[s.topic, "0", str(s.a[0]), str(s.a[1]), "-1", str(s.a[2]), str(s.old_ts), "D"],
+            [s.topic, "1", str(s.b[0]), str(s.b[1]), "-1", str(s.b[2]), str(s.old_ts), "D"]]
+
+
+def _age_minutes(s: Scenario) -> int:
+    return (int(time.time() * 1000) - s.old_ts) // 60_000
+
+
+def hanging_rows(s: Scenario, run) -> list[list[str]]:
+    """Run ``run()`` (a tool) and return its rows for the scenario's topic, the duration column
+    checked against the transactions' age before and after the run (a slow machine may cross a
+    minute meanwhile) and then replaced by "D"."""
+    low = _age_minutes(s)
+    rows = run()
+    high = _age_minutes(s)
+    assert rows[0] == HANGING_HEADERS
+    out = []
+    for r in rows[1:]:
+        if r[0] == s.topic:
+            assert low <= int(r[7]) <= high, (r, low, high)
+            out.append([*r[:7], "D"])
+    return sorted(out)
 
 
 @pytest.mark.parametrize("scope", [["--topic"], ["--topic", "--max-transaction-timeout", "0"],
@@ -347,31 +368,32 @@ def test_find_hanging(scenario, scope):
     args = ["find-hanging", *[s.topic if a == "--topic" else a for a in scope]]
     if scope[0] == "--topic":
         args.insert(1, "--topic")
-    rows = table(ok(bs, *args))
-    assert rows[0] == HANGING_HEADERS
     # The open transaction of the real producer is a candidate with a 0-minute timeout, but its
     # coordinator has it Ongoing with these partitions: not hanging.
-    assert [r for r in rows[1:] if r[0] == s.topic] == expected_hanging(s)
+    assert hanging_rows(s, lambda: table(ok(bs, *args))) == expected_hanging(s)
     if HAS_JAVA:
-        res = kafkas(bs, *args)
-        assert res.returncode == 0, res.stderr
-        theirs = table(res.stdout)
-        assert theirs[0] == HANGING_HEADERS
-        assert sorted(r for r in theirs[1:] if r[0] == s.topic) == expected_hanging(s)
+        def theirs():
+            res = kafkas(bs, *args)
+            assert res.returncode == 0, res.stderr
+            return table(res.stdout)
+        assert hanging_rows(s, theirs) == expected_hanging(s)
 
 
 def test_find_hanging_one_partition_and_json(scenario):
     import json
 
     s, bs = scenario, scenario.cluster.bootstrap
-    rows = table(ok(bs, "find-hanging", "--topic", s.topic, "--partition", "1"))
-    assert rows[1:] == expected_hanging(s)[1:]
+    rows = hanging_rows(s, lambda: table(ok(bs, "find-hanging", "--topic", s.topic, "--partition", "1")))
+    assert rows == expected_hanging(s)[1:]
     assert table(ok(bs, "find-hanging", "--topic", s.topic, "--partition", "2",
                     "--max-transaction-timeout", "0"))[1:] == []
-    assert table(ok(bs, "find-hanging", "--topic", s.topic, "--max-transaction-timeout", "21"))[1:] == []
+    above = str(_age_minutes(s) + 1)
+    assert table(ok(bs, "find-hanging", "--topic", s.topic, "--max-transaction-timeout", above))[1:] == []
+    low = _age_minutes(s)
     (h,) = json.loads(ok(bs, "find-hanging", "--topic", s.topic, "--partition", "0", "--json"))
+    assert low <= h.pop("duration_min") <= _age_minutes(s)
     assert h == {"topic": s.topic, "partition": 0, "producer_id": s.a[0], "producer_epoch": s.a[1],
-                 "coordinator_epoch": -1, "start_offset": s.a[2], "last_timestamp": s.old_ts, "duration_min": 20}
+                 "coordinator_epoch": -1, "start_offset": s.a[2], "last_timestamp": s.old_ts}
 
 
 # --------------------------------------------------------------------------- abort

@@ -75,11 +75,10 @@ def configure_logging(fmt: str) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from pipeline.preflight import prepare
-    from pipeline.session import build_session, check_runtime
+    from pipeline.session import build_session
 
     cfg = config_from(args)
-    check_runtime()
-    aggregates, dead = prepare(cfg)
+    aggregates, dead = prepare(cfg)  # before the JVM starts: bad configuration ends here
     spark = build_session(cfg, verbose=args.verbose)
     try:
         if args.command == "stream":

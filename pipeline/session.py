@@ -51,8 +51,8 @@ def check_runtime() -> None:
 
 def build_session(cfg: PipelineConfig, verbose: bool = False):
     """A local SparkSession with the connector on the classpath and no network needed at run time."""
-    check_runtime()
     jars = connector_jars()
+    check_runtime()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -82,6 +82,7 @@ def last_committed_batch(spec: SinkSpec, run_id: str, partition: int, timeout: f
     consumer = Consumer({
         "bootstrap.servers": spec.bootstrap, "group.id": f"progress-check-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
+        "fetch.wait.max.ms": 10, "log_level": 3,
     })
     try:
         low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
@@ -104,18 +105,20 @@ def _scan_for_key(consumer: Consumer, tp: TopicPartition, start: int, end: int, 
     found: int | None = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for msg in consumer.consume(500, 0.2):
-            err = msg.error()
-            if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                if msg.offset() >= end:
-                    return found
-                continue
-            if err is not None:
-                raise KafkaException(err)
-            if msg.key() == key:
-                found = int(json.loads(msg.value())["batch"])
-            if msg.offset() + 1 >= end:
+        msg = consumer.poll(0.2)  # returns as soon as a record (or the end) is there
+        if msg is None:
+            continue
+        err = msg.error()
+        if err is not None and err.code() == KafkaError._PARTITION_EOF:
+            if msg.offset() >= end:
                 return found
+            continue
+        if err is not None:
+            raise KafkaException(err)
+        if msg.key() == key:
+            found = int(json.loads(msg.value())["batch"])
+        if msg.offset() + 1 >= end:
+            return found
     raise TimeoutError(f"progress partition {tp.topic}[{tp.partition}] not readable up to {end}")
 
 

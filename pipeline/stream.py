@@ -94,6 +94,7 @@ class StreamJob:
                  replayed_skipped=stats.get("skipped", 0),
                  latency_ms=int(progress["durationMs"].get("triggerExecution", 0)),
                  sink_ms=int(stats.get("sink_seconds", 0) * 1000),
+                 broker_ms=int(stats.get("broker_seconds", 0) * 1000),
                  watermark=(event_time or {}).get("watermark"))
 
     def run(self, poll: float = 0.5) -> None:

@@ -63,7 +63,7 @@ def config_from(args: argparse.Namespace) -> PipelineConfig:
 
 def configure_logging(fmt: str) -> None:
     renderer = (structlog.processors.JSONRenderer() if fmt == "json"
-                else structlog.dev.ConsoleRenderer(colors=False))
+                else structlog.dev.ConsoleRenderer(colors=False, sort_keys=False))
     structlog.configure(
         processors=[structlog.processors.add_log_level,
                     structlog.processors.TimeStamper(fmt="iso", utc=True), renderer],

@@ -1,7 +1,7 @@
 """The driver side of the sink: one call per micro-batch, fanned out to one task per partition.
 
 Owns routing rows to output partitions (a Spark hash of the routing column, so that a replayed
-batch routes every row the same way), the one-time fencing of the run's transactional ids, the
+batch routes every row the same way; the shuffle stays in the JVM), the one-time fencing of the run's transactional ids, the
 per-batch statistics the progress lines print, and the run id (the Spark query id kept in the
 checkpoint's ``metadata`` file). Known limit: the statistics live in driver memory only.
 """
@@ -52,9 +52,11 @@ class BatchWriter:
             fence(self.spec, run_id)
             self._fenced = True
         n = self.spec.partitions
-        routed = df.select(F.pmod(F.hash("route"), F.lit(n)).alias("p"), "out_key", "out_value")
-        rdd = routed.rdd.map(lambda r: (r[0], (r[1], r[2]))).partitionBy(n, lambda p: p)
-        parts = rdd.mapPartitionsWithIndex(partition_writer(self.spec, run_id, batch_id)).collect()
+        # repartition(n, route) places a row in partition pmod(murmur3(route, 42), n), which is
+        # F.hash: Spark partition index == output partition (checked row by row in the task)
+        routed = (df.select(F.pmod(F.hash("route"), F.lit(n)).alias("p"), "route", "out_key", "out_value")
+                  .repartition(n, "route").select("p", "out_key", "out_value"))
+        parts = routed.rdd.mapPartitionsWithIndex(partition_writer(self.spec, run_id, batch_id)).collect()
         stats = {
             "written": sum(p["written"] for p in parts),
             "skipped": sum(p["skipped"] for p in parts),

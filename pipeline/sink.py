@@ -164,11 +164,19 @@ def write_partition(spec: SinkSpec, run_id: str, batch_id: int, partition: int,
     return stats
 
 
+def _checked(index: int, items: Iterator[tuple[int, str | None, str]]) -> Iterator[tuple[str | None, str]]:
+    """(key, value) of rows routed to output partition ``index``; anything else is a routing bug."""
+    for p, key, value in items:
+        if p != index:
+            raise RuntimeError(f"row routed to partition {p} arrived in task {index}")
+        yield key, value
+
+
 def partition_writer(spec: SinkSpec, run_id: str, batch_id: int):
     """The function Spark runs per partition (index == output partition)."""
 
-    def run(index: int, items: Iterator[tuple[int, tuple[str | None, str]]]) -> Iterator[dict]:
-        yield write_partition(spec, run_id, batch_id, index, (kv for _, kv in items))
+    def run(index: int, items: Iterator[tuple[int, str | None, str]]) -> Iterator[dict]:
+        yield write_partition(spec, run_id, batch_id, index, _checked(index, items))
 
     return run
 

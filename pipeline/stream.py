@@ -2,7 +2,8 @@
 
 Owns the queries (``aggregates``: windowed counts in append mode; ``dead-letters``: invalid
 events with their reason), each with its own checkpoint sub-directory and exactly-once sink, and
-the driver loop that prints one progress line per micro-batch and stops on ``--idle-timeout``.
+the driver loop that prints one progress line per micro-batch and stops on ``--idle-timeout``
+(that long without input, output or a running batch).
 Known limits: both queries read the input (two fetches of each record); a record later than the
 watermark is dropped silently by Spark; the idle stop is time-based (no input and no output for
 that long), fit for demos, tests and benchmarks, not for production.
@@ -22,6 +23,9 @@ from pipeline.sink import SinkSpec
 from pipeline.transform import classify, dead_letters, load_products, windowed_aggregates
 
 log = structlog.get_logger("pipeline")
+
+# MicroBatchExecution's status messages while a batch runs (not while it polls for offsets)
+RUNNING = ("Processing new data", "No new data but cleaning up state")
 
 
 def kafka_stream(spark: SparkSession, cfg: PipelineConfig) -> DataFrame:
@@ -107,10 +111,16 @@ class StreamJob:
                     self._raise_if_failed(query)
                     return
             self.report()
+            if self._running_batch():
+                self._last_activity = time.monotonic()
             seen_all = all(b >= 0 for b in self._reported.values())
             if idle is not None and seen_all and time.monotonic() - self._last_activity > idle:
                 log.info("idle", seconds=idle)
                 return
+
+    def _running_batch(self) -> bool:
+        """A query is running a batch (with data, or a no-data batch that closes windows)."""
+        return any(str(q.status.get("message", "")).startswith(RUNNING) for q in self.queries.values())
 
     @staticmethod
     def _raise_if_failed(query: StreamingQuery) -> None:

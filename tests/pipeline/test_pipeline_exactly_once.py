@@ -45,7 +45,7 @@ def assert_exact_output(bootstrap: str, name: str, orders: Orders) -> None:
 def test_stream_output_is_exactly_the_expected_aggregates(pipeline_broker, orders, tmp_path):
     name = "eos-plain"
     cmd = job_command("stream", pipeline_broker.bootstrap, tmp_path / "ck", name,
-                      "--input-topic", orders.topic, "--idle-timeout", "5")
+                      "--input-topic", orders.topic, "--idle-timeout", "3")
     job = Job(cmd, tmp_path / "job.log")
     assert job.wait(RUN_TIMEOUT) == 0, job.log.read_text()[-4000:]
     batches = job.batches("aggregates")
@@ -60,7 +60,7 @@ def test_driver_killed_twice_mid_run_output_still_exact(pipeline_broker, orders,
     name = "eos-kill"
     ck = tmp_path / "ck"
     cmd = job_command("stream", pipeline_broker.bootstrap, ck, name,
-                      "--input-topic", orders.topic, "--idle-timeout", "5")
+                      "--input-topic", orders.topic, "--idle-timeout", "3")
 
     # 1: kill -9 at an arbitrary point of a batch, after a couple of batches went through
     first = Job(cmd, tmp_path / "run1.log")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.pipeline.helpers import Job, job_command, needs_spark
 from tests.pipeline.test_pipeline_exactly_once import aggregates_of, assert_exact_output
 
-pytestmark = [needs_spark]
+pytestmark = [pytest.mark.pipeline, needs_spark]
 
 
 def summary_of(job: Job) -> dict:

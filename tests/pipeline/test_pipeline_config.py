@@ -9,7 +9,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.broker_process import REPO, free_port
+
+pytestmark = [pytest.mark.pipeline]
 
 STACK_TRACE_MARKERS = ("Traceback", "\tat ", "Exception in thread", "py4j", "java.")
 

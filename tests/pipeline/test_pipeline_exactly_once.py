@@ -12,10 +12,12 @@ import random
 import time
 from collections import Counter
 
+import pytest
+
 from pipeline.sample import read_committed
 from tests.pipeline.helpers import Job, Orders, job_command, needs_spark
 
-pytestmark = [needs_spark]
+pytestmark = [pytest.mark.pipeline, needs_spark]
 
 RUN_TIMEOUT = 300
 

@@ -7,8 +7,8 @@ partition ``p`` by a deterministic hash and the Spark task of partition ``p``:
 1. opens a transactional producer (confluent-kafka) with ``transactional.id = <app>-<r>-<sink>-<p>``;
    ``init_transactions`` fences any earlier producer of that id (a zombie attempt) and aborts its
    open transaction;
-2. reads, read_committed, the last progress record of ``(r, sink, p)`` from its own partition of
-   the compacted progress topic; if it already holds a batch id >= ``b`` the batch was committed
+2. reads, read_committed, the last progress record of ``(r, sink, p)`` from its partition of the
+   compacted progress topic (up to the high watermark, see ``last_committed_batch``); if it already holds a batch id >= ``b`` the batch was committed
    before a crash and is skipped (replayed batch = no-op);
 3. begins a transaction, produces the rows to partition ``p`` of the output topic and the progress
    record ``{"batch": b}`` to the progress topic, and commits: both or neither become visible.
@@ -75,25 +75,44 @@ def fence(spec: SinkSpec, run_id: str, timeout: float = 60.0) -> None:
         _producer(spec, run_id, partition).init_transactions(timeout)
 
 
+_CONSUMERS: dict[tuple[str, str], Consumer] = {}
+
+
+def _consumer(bootstrap: str, isolation: str) -> Consumer:
+    """One consumer per worker process and isolation level, reused across batches (assign only)."""
+    key = (bootstrap, isolation)
+    if key not in _CONSUMERS:
+        _CONSUMERS[key] = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": f"progress-check-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+            "fetch.wait.max.ms": 10, "log_level": 3,
+        })
+    return _CONSUMERS[key]
+
+
+def close_consumers() -> None:
+    """Close the cached progress-check consumers (tests; worker processes just exit)."""
+    while _CONSUMERS:
+        _CONSUMERS.popitem()[1].close()
+
+
 def last_committed_batch(spec: SinkSpec, run_id: str, partition: int, timeout: float = 30.0) -> int | None:
-    """The batch id of the last committed progress record of (run, sink, partition), read_committed."""
+    """The batch id of the last committed progress record of (run, sink, partition), read_committed.
+
+    The scan goes up to the high watermark (asked read_uncommitted), not to the last stable offset:
+    an open transaction of another writer on the partition would otherwise hide our own last
+    commit behind it. Reading read_committed past it waits until that transaction ends.
+    """
     key = spec.progress_key(run_id, partition)
     tp = TopicPartition(spec.progress_topic, spec.progress_base + partition)
-    consumer = Consumer({
-        "bootstrap.servers": spec.bootstrap, "group.id": f"progress-check-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True,
-        "fetch.wait.max.ms": 10, "log_level": 3,
-    })
-    try:
-        low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
-        start = max(low, high - TAIL)
-        while True:
-            found = _scan_for_key(consumer, tp, start, high, key, timeout)
-            if found is not None or start <= low:
-                return found
-            start = max(low, start - 16 * TAIL)
-    finally:
-        consumer.close()
+    low, high = _consumer(spec.bootstrap, "read_uncommitted").get_watermark_offsets(tp, timeout=timeout, cached=False)
+    consumer = _consumer(spec.bootstrap, "read_committed")
+    start = max(low, high - TAIL)
+    while True:
+        found = _scan_for_key(consumer, tp, start, high, key, timeout)
+        if found is not None or start <= low:
+            return found
+        start = max(low, start - 16 * TAIL)
 
 
 def _scan_for_key(consumer: Consumer, tp: TopicPartition, start: int, end: int, key: bytes,

@@ -13,8 +13,9 @@ output record. Reported (steady phase, the first ``--skip`` seconds left out):
   window_close_ms       window end + watermark delay -> committed aggregate (pipeline's own delay)
   window_last_event_ms  last event of a window produced -> committed aggregate (includes the wait
                         for the watermark, i.e. window length is not in it but the delay is)
-  batch_ms / sink_ms / sink_broker_ms   per micro-batch: Spark's trigger duration, the time in the
-                        exactly-once sink, and the part of it spent in broker calls
+  batch_ms / sink_ms / sink_broker_ms   per micro-batch: Spark's trigger duration, the time in
+                        foreachBatch (it includes Spark's lazy computation of the batch) and the
+                        part of it spent in the sink's broker calls
   cpu_s                 CPU seconds over the steady phase (utime+stime from /proc/<pid>/stat) of
                         the Spark JVM, the Spark Python workers, the Python driver, the broker
 Only confluent-kafka is needed besides the pipeline extra; the job's connector jars must be

@@ -78,20 +78,24 @@ def fence(spec: SinkSpec, run_id: str, timeout: float = 60.0) -> None:
 _CONSUMERS: dict[tuple[str, str], Consumer] = {}
 
 
-def _consumer(bootstrap: str, isolation: str) -> Consumer:
-    """One consumer per worker process and isolation level, reused across batches (assign only)."""
-    key = (bootstrap, isolation)
+def _new_consumer(bootstrap: str, isolation: str) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"progress-check-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
+        "fetch.wait.max.ms": 10, "log_level": 3,
+    })
+
+
+def _watermarks_client(bootstrap: str) -> Consumer:
+    """One read_uncommitted consumer per worker process for watermark queries (it never fetches)."""
+    key = (bootstrap, "read_uncommitted")
     if key not in _CONSUMERS:
-        _CONSUMERS[key] = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": f"progress-check-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True,
-            "fetch.wait.max.ms": 10, "log_level": 3,
-        })
+        _CONSUMERS[key] = _new_consumer(bootstrap, "read_uncommitted")
     return _CONSUMERS[key]
 
 
 def close_consumers() -> None:
-    """Close the cached progress-check consumers (tests; worker processes just exit)."""
+    """Close the cached watermark clients (tests; worker processes just exit)."""
     while _CONSUMERS:
         _CONSUMERS.popitem()[1].close()
 
@@ -105,14 +109,20 @@ def last_committed_batch(spec: SinkSpec, run_id: str, partition: int, timeout: f
     """
     key = spec.progress_key(run_id, partition)
     tp = TopicPartition(spec.progress_topic, spec.progress_base + partition)
-    low, high = _consumer(spec.bootstrap, "read_uncommitted").get_watermark_offsets(tp, timeout=timeout, cached=False)
-    consumer = _consumer(spec.bootstrap, "read_committed")
-    start = max(low, high - TAIL)
-    while True:
-        found = _scan_for_key(consumer, tp, start, high, key, timeout)
-        if found is not None or start <= low:
-            return found
-        start = max(low, start - 16 * TAIL)
+    low, high = _watermarks_client(spec.bootstrap).get_watermark_offsets(tp, timeout=timeout, cached=False)
+    if high <= low:
+        return None
+    # a fresh reader per check: no event of an earlier assignment can be taken for this one's end
+    consumer = _new_consumer(spec.bootstrap, "read_committed")
+    try:
+        start = max(low, high - TAIL)
+        while True:
+            found = _scan_for_key(consumer, tp, start, high, key, timeout)
+            if found is not None or start <= low:
+                return found
+            start = max(low, start - 16 * TAIL)
+    finally:
+        consumer.close()
 
 
 def _scan_for_key(consumer: Consumer, tp: TopicPartition, start: int, end: int, key: bytes,

@@ -233,14 +233,12 @@ def analyse(load: Load, reader: Reader, batches: list[dict], t0: float, t1: floa
 
 
 def run(args) -> dict:
-    from tests.support.clients import create_topic
-
     target = pb.OursTarget(sys.executable, [], 60, False)
     target.start()
     tmp = Path(tempfile.mkdtemp(prefix="pipeline-bench-"))
     proc = None
     try:
-        create_topic(target.bootstrap, "orders", 3)
+        pb.create_topic(target.bootstrap, "orders", 3)
         proc, log_path = start_job(target.bootstrap, tmp, args)
         reader = Reader(target.bootstrap, ["orders-per-category", "orders-dead-letters"])
         load = Load(target.bootstrap, "orders", args.rate, args.seconds, args.window * 1000)
@@ -298,5 +296,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     raise SystemExit(main())

@@ -253,8 +253,8 @@ def resource_error(r, code: ErrorCode, message: str | None) -> dict:
             "resource_name": r.resource_name}
 
 
-def alter_each(request, alter) -> dict:
-    """Run ``alter(resource, validate_only)`` per resource of an (Incremental)AlterConfigs
+async def alter_each(request, alter) -> dict:
+    """Await ``alter(resource, validate_only)`` per resource of an (Incremental)AlterConfigs
     request; duplicates and KafkaErrors become per-resource errors, as Kafka answers them."""
     dups = duplicate_resources(request.resources)
     responses = []
@@ -264,7 +264,7 @@ def alter_each(request, alter) -> dict:
                                             "Each resource must appear at most once."))
             continue
         try:
-            alter(r, request.validate_only)
+            await alter(r, request.validate_only)
             responses.append(resource_error(r, ErrorCode.none, None))
         except KafkaError as exc:
             responses.append(resource_error(r, exc.code, exc.message))
@@ -316,12 +316,12 @@ def validated_topic_overrides(overrides: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def apply_topic_overrides(broker: BrokerServices, name: str, overrides: dict[str, str],
-                          validate_only: bool) -> None:
+async def apply_topic_overrides(broker: BrokerServices, name: str, overrides: dict[str, str],
+                                validate_only: bool) -> None:
     if name not in broker.metadata.topics:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
     if not validate_only and overrides != broker.metadata.topics[name].configs:
-        broker.replica_manager.alter_topic_configs(name, overrides)
+        await broker.replica_manager.alter_topic_configs(name, overrides)
         log.info("topic_configs_altered", topic=name, configs=overrides)
 
 

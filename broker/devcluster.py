@@ -210,13 +210,16 @@ class DevCluster:
 
     def start(self, timeout: float = 90.0) -> DevCluster:
         self.start_etcd()
+        self._start_brokers(timeout)
+        return self
+
+    def _start_brokers(self, timeout: float) -> None:
         for node in self.nodes.values():
             node.start(wait=False)
         deadline = time.monotonic() + timeout
         for node in self.nodes.values():
             node.wait_listening(max(deadline - time.monotonic(), 1))
-        self.wait_registered(set(self.nodes), deadline - time.monotonic())
-        return self
+        self.wait_registered(set(self.nodes), max(deadline - time.monotonic(), 1))
 
     def wait_registered(self, node_ids: set[int], timeout: float = 60.0) -> None:
         """Until every broker in ``node_ids`` appears in another broker's Metadata answer."""
@@ -242,12 +245,7 @@ class DevCluster:
         """Stop every broker (controlled), then start them all again together."""
         for node in self.nodes.values():
             node.stop()
-        for node in self.nodes.values():
-            node.start(wait=False)
-        deadline = time.monotonic() + timeout
-        for node in self.nodes.values():
-            node.wait_listening(max(deadline - time.monotonic(), 1))
-        self.wait_registered(set(self.nodes), max(deadline - time.monotonic(), 1))
+        self._start_brokers(timeout)
 
     def stop(self) -> None:
         for node in self.nodes.values():

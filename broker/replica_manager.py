@@ -263,11 +263,10 @@ class ReplicaManager:
         await self.metadata.add_partitions(name, assignment)
         log.info("partitions_created", topic=name, before=before, after=total)
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Store the topic's overrides (clustered: once etcd has them, every broker applies them)."""
         if self.clustered:
-            task = asyncio.get_running_loop().create_task(self.metadata.set_topic_configs(name, configs))
-            self._isr_tasks.add(task)
-            task.add_done_callback(self._isr_tasks.discard)
+            await self.metadata.set_topic_configs(name, configs)
         else:
             self.metadata.set_topic_configs(name, configs)
         self.apply_topic_configs(name, configs)

@@ -12,6 +12,7 @@ import struct
 import uuid
 
 from .api import is_flexible
+from .codec import read_uvarint as _read_uvarint
 
 _i16 = struct.Struct(">h").pack
 _i32 = struct.Struct(">i").pack
@@ -205,18 +206,7 @@ class FetchedPartition:
         self.records = records
 
 
-def _read_uvarint(buf, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-
-
-def _skip_tags(buf, pos: int) -> int:
+def skip_tagged_fields(buf, pos: int) -> int:
     n, pos = _read_uvarint(buf, pos)
     for _ in range(n):
         _, pos = _read_uvarint(buf, pos)
@@ -244,7 +234,7 @@ def decode_fetch_response_v12(frame, pos: int) -> tuple[int, list[tuple[str, lis
             pos += _FETCH_PART_HEAD.size
             n_aborted, pos = _read_uvarint(frame, pos)
             for _ in range(max(n_aborted - 1, 0)):
-                pos = _skip_tags(frame, pos + 16)
+                pos = skip_tagged_fields(frame, pos + 16)
             pos += 4  # preferred_read_replica
             size, pos = _read_uvarint(frame, pos)
             records = None
@@ -260,6 +250,6 @@ def decode_fetch_response_v12(frame, pos: int) -> tuple[int, list[tuple[str, lis
                     diverging = _EPOCH_END.unpack_from(frame, pos)
                 pos += tag_size
             parts.append(FetchedPartition(index, error, hw, lso, log_start, diverging, records))
-        pos = _skip_tags(frame, pos)
+        pos = skip_tagged_fields(frame, pos)
         topics.append((name, parts))
     return error_code, topics

@@ -43,24 +43,18 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     node_id, host, port = broker.node_id, broker.host, broker.port
     if key_type == GROUP and broker.clustered:
         code, node_id = _group_node(ctx, key)
-        if not code:
-            endpoint = broker.txn_services.endpoint(node_id)
-            if endpoint is None:
-                code = ErrorCode.coordinator_not_available
-            else:
-                host, port = endpoint
     elif key_type == GROUP:
         code = broker.group_coordinator.coordinator_error(key)
     elif key_type == TRANSACTION:
         code, node_id = broker.txn_coordinator.coordinator_node(key)
-        if not code:
-            endpoint = broker.txn_services.endpoint(node_id)
-            if endpoint is None:
-                code = ErrorCode.coordinator_not_available
-            else:
-                host, port = endpoint
     else:
         code = ErrorCode.invalid_request
+    if not code and node_id != broker.node_id:
+        endpoint = broker.metadata.endpoint(node_id)
+        if endpoint is None:
+            code = ErrorCode.coordinator_not_available
+        else:
+            host, port = endpoint
     if code:
         return {"key": key, "error_code": code, "error_message": ErrorCode(code).name,
                 "node_id": -1, "host": "", "port": -1}

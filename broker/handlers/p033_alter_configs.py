@@ -36,17 +36,17 @@ from ..server import RequestContext
 
 @register(33, 0, 2)
 async def handle_alter_configs(ctx: RequestContext, request) -> dict:
-    return alter_each(request, lambda r, validate_only: _alter(ctx, r, validate_only))
+    return await alter_each(request, lambda r, validate_only: _alter(ctx, r, validate_only))
 
 
-def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     broker = ctx.services
     check_alter_entries(r.configs)
     configs = {c.name: c.value for c in r.configs}
     if r.resource_type == ResourceType.TOPIC:
         topic_for_config_change(broker, r.resource_name)
         overrides = validated_topic_overrides(configs)
-        apply_topic_overrides(broker, r.resource_name, overrides, validate_only)
+        await apply_topic_overrides(broker, r.resource_name, overrides, validate_only)
     elif r.resource_type == ResourceType.BROKER:
         if r.resource_name:
             node_id_of(broker, r.resource_name, describe=False)

@@ -47,10 +47,10 @@ from ..topic_config import TOPIC_KEYS, broker_default
 
 @register(44, 0, 1)
 async def handle_incremental_alter_configs(ctx: RequestContext, request) -> dict:
-    return alter_each(request, lambda r, validate_only: _alter(ctx, r, validate_only))
+    return await alter_each(request, lambda r, validate_only: _alter(ctx, r, validate_only))
 
 
-def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     broker = ctx.services
     check_alter_entries(r.configs, null_ok=lambda c: c.config_operation == OpType.DELETE)
     if r.resource_type == ResourceType.TOPIC:
@@ -59,7 +59,7 @@ def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
         current = topic.configs if topic is not None else {}
         new = incremental(current, r.configs,
                           lambda k: broker_default(k, broker.config) if k in TOPIC_KEYS else None)
-        apply_topic_overrides(broker, r.resource_name, validated_topic_overrides(new), validate_only)
+        await apply_topic_overrides(broker, r.resource_name, validated_topic_overrides(new), validate_only)
     elif r.resource_type == ResourceType.BROKER:
         per_broker = bool(r.resource_name)
         if per_broker:

@@ -374,38 +374,42 @@ class EtcdMetadataStore(MetadataCache):
         await self.wait_applied(revision)
         return topic
 
-    async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:
-        """Grow ``name`` by one partition per replica list."""
-        t = self.client.transactions
-        topic_key = self.key("topics", name)
-        got = await self.client.get(topic_key)
+    async def _topic_record(self, name: str) -> tuple[dict, int]:
+        """The topic's record as stored now, and its mod_revision (for the compare)."""
+        try:
+            got = await self.client.get(self.key("topics", name))
+        except ETCD_ERRORS as exc:
+            raise KafkaError(ErrorCode.request_timed_out, f"metadata store unreachable: {exc!r}") from exc
         if got is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
-        record = json.loads(got.value)
-        before = record["partitions"]
-        record["partitions"] = before + len(assignment)
-        puts = [t.put(self.key("partitions", name, before + i), _dumps(PartitionState(r[0], 0, list(r), list(r)).to_json()))
-                for i, r in enumerate(assignment)]
-        # The new partition records first, the count last: a reader never sees a missing one.
-        for chunk in _chunks(puts, MAX_TXN_OPS):
-            await self._txn([t.mod(topic_key) == got.mod_revision], chunk)
-        ok, revision = await self._txn([t.mod(topic_key) == got.mod_revision], [t.put(topic_key, _dumps(record))])
-        if not ok:
-            raise KafkaError(ErrorCode.invalid_partitions, f"Topic '{name}' changed concurrently; retry")
-        await self.wait_applied(revision)
+        return json.loads(got.value), got.mod_revision
 
-    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+    async def _replace_topic_record(self, name: str, record: dict, mod_revision: int, extra: list = ()) -> None:
+        """Write ``record`` (after ``extra`` operations) only if the topic is still at ``mod_revision``."""
         t = self.client.transactions
         topic_key = self.key("topics", name)
-        got = await self.client.get(topic_key)
-        if got is None:
-            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist.")
-        record = json.loads(got.value)
-        record["configs"] = dict(configs)
-        ok, revision = await self._txn([t.mod(topic_key) == got.mod_revision], [t.put(topic_key, _dumps(record))])
+        for chunk in _chunks(list(extra), MAX_TXN_OPS):
+            await self._txn([t.mod(topic_key) == mod_revision], chunk)
+        ok, revision = await self._txn([t.mod(topic_key) == mod_revision], [t.put(topic_key, _dumps(record))])
         if not ok:
             raise KafkaError(ErrorCode.request_timed_out, f"Topic '{name}' changed concurrently; retry")
         await self.wait_applied(revision)
+
+    async def add_partitions(self, name: str, assignment: list[list[int]]) -> None:
+        """Grow ``name`` by one partition per replica list: the new partition records first,
+        the count last, so a reader never sees a missing one."""
+        record, mod_revision = await self._topic_record(name)
+        before = record["partitions"]
+        record["partitions"] = before + len(assignment)
+        t = self.client.transactions
+        puts = [t.put(self.key("partitions", name, before + i), _dumps(PartitionState(r[0], 0, list(r), list(r)).to_json()))
+                for i, r in enumerate(assignment)]
+        await self._replace_topic_record(name, record, mod_revision, puts)
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        record, mod_revision = await self._topic_record(name)
+        record["configs"] = dict(configs)
+        await self._replace_topic_record(name, record, mod_revision)
 
     async def alter_partitions(self, changes: Iterable[tuple[str, int, PartitionState, int]],
                                controller_epoch: int | None = None, wait: bool = False) -> set[tuple[str, int]]:

@@ -90,3 +90,22 @@ def test_kafka_log_dirs_lists_every_replica(cluster, kafka_libs):  # noqa: F811
         parts = {p["partition"]: p for d in b["logDirs"] for p in d["partitions"]}
         assert set(parts) == {f"{topic}-0", f"{topic}-1"}
         assert sum(p["size"] for p in parts.values()) > 0
+
+
+def test_create_partitions_and_topic_configs_reach_every_broker(cluster):
+    from confluent_kafka.admin import ConfigResource, NewPartitions
+
+    topic = f"grow-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=2, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions(topic, 5)])[topic].result(15)
+    parts = wait_isr_complete(cluster, topic)
+    assert sorted(parts) == [0, 1, 2, 3, 4]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, set_config={"retention.ms": "123456"})
+    admin.alter_configs([resource])[resource].result(15)
+    for node in cluster.nodes.values():  # each broker answers from its own metadata image
+        one = AdminClient({"bootstrap.servers": node.address})
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        wait_for(lambda one=one, res=res: one.describe_configs([res])[res].result(15)["retention.ms"].value
+                 == "123456", 30, f"broker {node.node_id} to see the new config")

@@ -11,6 +11,7 @@ from kio.serial import entity_reader, entity_writer
 
 from protocol import records as rb
 from protocol.api import request_class, request_header_version, response_class, response_header_version
+from protocol.fast import skip_tagged_fields
 
 
 class RawClient:
@@ -129,17 +130,6 @@ def _compact_string(buf: bytes, pos: int) -> tuple[str | None, int]:
     return buf[pos : pos + n - 1].decode(), pos + n - 1
 
 
-def _skip_tags(buf: bytes, pos: int) -> int:
-    from protocol.codec import read_uvarint
-
-    n, pos = read_uvarint(buf, pos)
-    for _ in range(n):
-        _tag, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-    return pos
-
-
 def describe_transaction(c: RawClient, transactional_id: str) -> TxnDescription:
     """DescribeTransactions v0 for one id, decoded by hand: kio's reader refuses the start
     time -1 that Kafka sends for a transaction that has not started."""
@@ -155,7 +145,7 @@ def describe_transaction(c: RawClient, transactional_id: str) -> TxnDescription:
         raise ConnectionError("broker closed the connection")
     (cid,) = struct.unpack_from(">i", frame, 0)
     assert cid == c.correlation_id
-    pos = _skip_tags(frame, 4) + 4  # response header tags, throttle_time_ms
+    pos = skip_tagged_fields(frame, 4) + 4  # response header tags, throttle_time_ms
     n, pos = read_uvarint(frame, pos)
     assert n == 2, f"DescribeTransactions answered {n - 1} entries for one id"
     (error,) = struct.unpack_from(">h", frame, pos)
@@ -171,5 +161,5 @@ def describe_transaction(c: RawClient, transactional_id: str) -> TxnDescription:
         for _ in range(max(n_parts - 1, 0)):
             partitions.append((topic, struct.unpack_from(">i", frame, pos)[0]))
             pos += 4
-        pos = _skip_tags(frame, pos)
+        pos = skip_tagged_fields(frame, pos)
     return TxnDescription(error, txn_id, state, timeout, start, pid, epoch, partitions)

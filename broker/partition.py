@@ -230,9 +230,12 @@ class Partition:
 
     # --- follower ---------------------------------------------------------------------------------
 
-    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> None:
+    def append_as_follower(self, records: bytes, leader_high_watermark: int,
+                           leader_log_start_offset: int = -1) -> None:
         if records:
             self.log.append_as_follower(records)
+        if leader_log_start_offset > self.log.log_start_offset:
+            self.log.maybe_increment_log_start_offset(leader_log_start_offset)
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if hw > self.log.high_watermark:
             self.log.high_watermark = hw
@@ -242,6 +245,10 @@ class Partition:
             log.info("replica_truncated", topic=self.topic, partition=self.index,
                      from_offset=self.log.log_end_offset, to_offset=offset, leader_epoch=self.leader_epoch)
             self.log.truncate_to(offset)
+        else:
+            # Nothing to cut, but an epoch this replica started as leader without appending to it
+            # must go, or the next fetch diverges on it again (as Kafka's truncateTo does).
+            self.log.leader_epochs.truncate_from_end(self.log.log_end_offset)
 
     # --- fetch long poll --------------------------------------------------------------------------
 

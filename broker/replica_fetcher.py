@@ -128,7 +128,8 @@ class ReplicaFetcher:
                     self._truncate(part, *pd.diverging_epoch)
                     continue
                 try:
-                    part.append_as_follower(pd.records if pd.records is not None else b"", pd.high_watermark)
+                    part.append_as_follower(pd.records if pd.records is not None else b"", pd.high_watermark,
+                                            pd.log_start_offset)
                 except Exception:
                     log.exception("follower_append_failed", topic=part.topic, partition=part.index)
                     continue

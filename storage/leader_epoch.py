@@ -55,8 +55,10 @@ class LeaderEpochCache:
         self._save()
 
     def truncate_from_end(self, end_offset: int) -> None:
+        """Drop the epochs that start at or after ``end_offset`` (they hold no record below it),
+        as Kafka's truncateFromEnd."""
         changed = False
-        while self.start_offsets and self.start_offsets[-1] > end_offset:
+        while self.start_offsets and self.start_offsets[-1] >= end_offset:
             self.epochs.pop()
             self.start_offsets.pop()
             changed = True

@@ -531,6 +531,13 @@ class Log:
         self._delete_segments_below_start()
         return self.log_start_offset
 
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """A follower follows its leader's log start offset (DeleteRecords, retention)."""
+        offset = min(offset, self.log_end_offset)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments_below_start()
+
     def _delete_segments_below_start(self) -> None:
         while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
             self._delete_oldest_segment("log_start_offset")

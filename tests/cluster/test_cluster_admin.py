@@ -7,7 +7,7 @@ import json
 import uuid
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from tests.integration.test_kafka_tools import kafka, kafka_libs  # noqa: F401  (fixture)
@@ -109,3 +109,31 @@ def test_create_partitions_and_topic_configs_reach_every_broker(cluster):
         res = ConfigResource(ConfigResource.Type.TOPIC, topic)
         wait_for(lambda one=one, res=res: one.describe_configs([res])[res].result(15)["retention.ms"].value
                  == "123456", 30, f"broker {node.node_id} to see the new config")
+
+
+def test_delete_records_and_delete_topic_reach_the_followers(cluster):
+    import os
+
+    topic = f"gone-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    produce_values(cluster.bootstrap, topic, 500)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.delete_records([TopicPartition(topic, 0, 200)])[TopicPartition(topic, 0, 200)].result(15)
+    leader = describe(cluster.bootstrap, topic)[0][0]
+    # A follower that becomes leader keeps the deleted records deleted.
+    cluster.node(leader).kill9()
+    try:
+        wait_for(lambda: describe(cluster.bootstrap, topic)[0][0] not in (leader, -1), 30, "failover")
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"w-{topic}"})
+        try:
+            wait_for(lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=5) == (200, 500), 30,
+                     "the new leader's log start offset 200")
+        finally:
+            c.close()
+    finally:
+        cluster.node(leader).start()
+    admin.delete_topics([topic])[topic].result(15)
+    for node in cluster.nodes.values():
+        wait_for(lambda node=node: not os.path.isdir(os.path.join(node.data_dir, f"{topic}-0")), 30,
+                 f"broker {node.node_id} to delete its replica")

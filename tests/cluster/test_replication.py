@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from tests.support.clients import consume_all, create_topic
-from tests.support.cluster import describe, wait_for, wait_isr_complete
+from tests.support.cluster import describe, produce_values, wait_for, wait_isr_complete
 
 
 def _topic(prefix: str) -> str:
@@ -186,3 +186,25 @@ def test_controlled_shutdown_moves_leadership_first(healthy):
     parts = describe(cluster.bootstrap, topic)
     assert all(leader not in (victim, -1) for leader, _, _ in parts.values()), parts
     assert "controlled_shutdown_finished" in cluster.node(victim).output()
+
+
+def test_a_leader_that_appended_nothing_in_its_epoch_rejoins_after_two_failovers(healthy):
+    """A replica that became leader (its epoch recorded at its log end) and lost leadership
+    before appending anything must drop that epoch when it comes back as a follower, or its
+    fetches diverge forever and it never rejoins the ISR."""
+    cluster = healthy
+    topic = _topic("empty-epoch")
+    create_topic(cluster.bootstrap, topic, partitions=1, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    values = produce_values(cluster.bootstrap, topic, 10)
+    first = _leader(cluster, topic, 0)
+    cluster.node(first).kill9()
+    second = wait_for(lambda: (ld := describe(cluster.bootstrap, topic)[0][0]) not in (first, -1) and ld,
+                      30, "the second leader")
+    cluster.node(second).kill9()
+    wait_for(lambda: describe(cluster.bootstrap, topic)[0][0] not in (first, second, -1), 30, "the third leader")
+    cluster.node(second).start()
+    cluster.node(first).start()
+    parts = wait_isr_complete(cluster, topic, timeout=60)
+    assert sorted(parts[0][2]) == [1, 2, 3]
+    assert [m.value() for m in consume_all(cluster.bootstrap, topic, 1, 10)] == values

@@ -182,3 +182,14 @@ def test_compacted_topic_refuses_keyless_records(log_dir):
         log.append_as_leader(keyless, 0)
     assert err.value.code == ErrorCode.invalid_record
     assert log.append_as_leader(batch(0), 0).base_offset == 0
+
+
+def test_leader_epoch_truncation_drops_epochs_starting_at_the_end(tmp_path):
+    from storage.leader_epoch import LeaderEpochCache
+
+    cache = LeaderEpochCache(str(tmp_path))
+    cache.assign(0, 0)
+    cache.assign(1, 7)  # became leader at offset 7, appended nothing
+    cache.truncate_from_end(7)
+    assert cache.latest_epoch == 0
+    assert cache.end_offset_for(0, 7) == (0, 7)

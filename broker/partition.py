@@ -34,6 +34,7 @@ AlterIsr = Callable[["Partition", list[int]], Awaitable[None]]
 class ReplicaState:
     """What the leader knows of one follower (Kafka's ``Replica``)."""
     log_end_offset: int = -1
+    log_start_offset: int = -1
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
@@ -181,11 +182,16 @@ class Partition:
 
     # --- leader: follower fetch state, high watermark, ISR ----------------------------------------
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> list[int] | None:
-        """Record a follower's fetch (its log end offset); returns a proposed ISR to expand to."""
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int,
+                                    log_start_offset: int = -1) -> list[int] | None:
+        """Record a follower's fetch (its log end and start offsets); returns a proposed ISR to
+        expand to."""
         state = self.followers.get(replica_id)
         if state is None:
             return None
+        if log_start_offset > state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            self.wake_waiters()  # DeleteRecords waits for the followers' log start offsets
         leader_leo = self.log.log_end_offset
         if fetch_offset >= leader_leo:
             state.last_caught_up_ms = now_ms
@@ -204,6 +210,14 @@ class Partition:
     def _leader_epoch_start_offset(self) -> int:
         cache = self.log.leader_epochs
         return cache.start_offsets[-1] if cache.epochs and cache.epochs[-1] == self.leader_epoch else 0
+
+    @property
+    def low_watermark(self) -> int:
+        """The smallest log start offset over this leader and its ISR followers (DeleteRecords
+        answers once it has reached the requested offset, as Kafka's DelayedDeleteRecords)."""
+        starts = [self.log.log_start_offset]
+        starts += [self.followers[r].log_start_offset for r in self.isr if r in self.followers]
+        return min(starts)
 
     def lagging_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
         return [r for r in self.isr if r != self.node_id and r in self.followers

@@ -368,8 +368,10 @@ class ReplicaManager:
 
     # --- follower fetches on the leader, ISR changes ------------------------------------------------
 
-    def on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
-        proposed = part.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000))
+    def on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int,
+                          log_start_offset: int = -1) -> None:
+        proposed = part.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000),
+                                                    log_start_offset)
         if proposed is not None:
             self._propose_isr(part, proposed, "caught_up")
 

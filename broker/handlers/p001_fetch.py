@@ -108,7 +108,7 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
                                      f"fetch offset {fp.fetch_offset} outside "
                                      f"[{plog.log_start_offset}, {plog.log_end_offset}]")
                 if replica_id >= 0:
-                    rm.on_follower_fetch(part, replica_id, fp.fetch_offset)
+                    rm.on_follower_fetch(part, replica_id, fp.fetch_offset, getattr(fp, "log_start_offset", -1))
                     hw = plog.high_watermark
                 budget = min(fp.partition_max_bytes, remaining)
                 data = b""

@@ -1,7 +1,9 @@
 """DeleteRecords: v0-2
 
 Behavior:
-- For each partition, advances the log start offset to ``offset`` (-1: the high watermark);
+- For each partition, advances the log start offset to ``offset`` (-1: the high watermark)
+  on the leader and answers once every ISR follower has followed (their log start offsets
+  come with their fetches; REQUEST_TIMED_OUT at the request's timeout);
   whole segments below it are removed, and consumers starting at "earliest" begin there. The
   result's low_watermark is the new log start offset; an offset at or below the current
   start changes nothing and returns the current start.
@@ -16,6 +18,8 @@ Behavior:
 Version notes:
 - v1 same layout (throttling); v2 flexible.
 """
+
+import time
 
 import structlog
 
@@ -33,17 +37,34 @@ log = structlog.get_logger("broker.admin")
 @register(21, 0, 2)
 async def handle_delete_records(ctx: RequestContext, request) -> dict:
     topics = []
+    deadline = time.monotonic() + request.timeout.total_seconds()
     for t in request.topics:
         parts = []
         for p in t.partitions:
             try:
                 low = _delete(ctx, t.name, p.partition_index, p.offset)
+                low = await _replicated_low_watermark(ctx, t.name, p.partition_index, low, deadline)
                 parts.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": 0})
             except KafkaError as exc:
                 parts.append({"partition_index": p.partition_index, "low_watermark": -1,
                               "error_code": exc.code})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
+
+
+async def _replicated_low_watermark(ctx: RequestContext, topic: str, partition: int, offset: int,
+                                    deadline: float) -> int:
+    """Wait until every ISR follower's log start offset reached ``offset`` (Kafka's
+    DelayedDeleteRecords); REQUEST_TIMED_OUT at the request's timeout."""
+    rm = ctx.services.replica_manager
+    part = rm.leader_partition(topic, partition)
+    while part.low_watermark < offset:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise KafkaError(ErrorCode.request_timed_out, "followers did not delete the records in time")
+        await rm.wait_for_data([part], remaining)
+        part = rm.leader_partition(topic, partition)
+    return offset
 
 
 def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> int:

@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster test test-all test-unit test-cluster lint bench bench-quick clean
+.PHONY: install tools etcd run cluster test test-all test-unit test-cluster lint bench bench-quick bench-cluster clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ bench: tools
 
 bench-quick: tools
 	$(PY) bench/produce_bench.py --target ours --quick
+
+# Three-node clusters (RF 3, acks=all), ours then Apache Kafka: throughput, latency, CPU, failover.
+bench-cluster: tools
+	$(PY) bench/cluster_bench.py --target both
 
 clean:
 	rm -rf $(VENV) kbroker-data kbroker-cluster .pytest_cache

@@ -255,6 +255,14 @@ def produce(c: Cluster, topic: str, n: int, args, rate: float | None = None, ski
     return run
 
 
+SECTION_KEYS = {
+    "max": ("mb_s", "msgs_s", "p50_ms", "p99_ms", "broker_cpu_s_per_gb", "etcd_cpu_s_per_gb", "client_cores"),
+    "rate": ("mb_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s_per_gb", "etcd_cpu_s_per_gb", "client_cores"),
+    "leader_failover": ("failover_s",),
+    "controller_failover": ("failover_s", "create_ok_s"),
+}
+
+
 def _median(runs: list[dict], keys) -> dict:
     out = {}
     for k in keys:
@@ -432,6 +440,16 @@ def bench_target(c: Cluster, args) -> dict:
     try:
         tag = uuid.uuid4().hex[:6]
         n = max(1, int(args.mb * MB) // args.record_size)
+        if args.idle_seconds:
+            # background CPU of the idle cluster (heartbeats, fetchers, timers): it is part of
+            # every CPU-s/GB figure, most of all in the paced phase
+            b0, e0 = cluster_cpu(c)
+            time.sleep(args.idle_seconds)
+            b1, e1 = cluster_cpu(c)
+            res["idle_broker_cores"] = (b1 - b0) / args.idle_seconds
+            if c.extra_pids():
+                res["idle_etcd_cores"] = (e1 - e0) / args.idle_seconds
+            log(f"{c.name}: idle for {args.idle_seconds:g} s: brokers {res['idle_broker_cores']:.3f} cores")
         if args.warmup_mb and {"max", "rate"} & args.phases:
             topic = f"cb-{tag}-warmup"
             create_topic(c.bootstrap, topic, args.partitions, 3)
@@ -451,8 +469,7 @@ def bench_target(c: Cluster, args) -> dict:
                 runs.append(run)
                 log(f"{c.name}:   {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  p99 {run['p99_ms']:.1f} ms  "
                     f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB  client {run['client_cores']:.2f} cores")
-            res["max"] = _median(runs, ("mb_s", "msgs_s", "p50_ms", "p99_ms", "broker_cpu_s_per_gb",
-                                        "etcd_cpu_s_per_gb", "client_cores"))
+            res["max"] = _median(runs, SECTION_KEYS["max"])
 
         if "rate" in args.phases:
             rate = args.rate_mb * MB / args.record_size
@@ -468,8 +485,7 @@ def bench_target(c: Cluster, args) -> dict:
                 log(f"{c.name}:   achieved {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  "
                     f"p99 {run['p99_ms']:.1f} ms  p99.9 {run['p999_ms']:.1f} ms  "
                     f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB")
-            res["rate"] = _median(runs, ("mb_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s_per_gb",
-                                         "etcd_cpu_s_per_gb", "client_cores"))
+            res["rate"] = _median(runs, SECTION_KEYS["rate"])
             res["rate"]["target_mb_s"] = args.rate_mb
 
         if {"leader", "controller"} & args.phases:
@@ -480,18 +496,47 @@ def bench_target(c: Cluster, args) -> dict:
             for r in range(args.failover_trials):
                 log(f"{c.name}: leader failover trial {r + 1}/{args.failover_trials} on {fo_topic}")
                 trials.append(leader_failover(c, fo_topic, args))
-            res["leader_failover"] = _median(trials, ("failover_s",))
+            res["leader_failover"] = _median(trials, SECTION_KEYS["leader_failover"])
         if "controller" in args.phases:
             trials = []
             for r in range(args.failover_trials):
                 log(f"{c.name}: controller failover trial {r + 1}/{args.failover_trials}")
                 trials.append(controller_failover(c, fo_topic, args))
-            res["controller_failover"] = _median(trials, ("failover_s", "create_ok_s"))
+            res["controller_failover"] = _median(trials, SECTION_KEYS["controller_failover"])
         res["loadavg_after"] = os.getloadavg()
     finally:
         log(f"{c.name}: stopping (pids {c.broker_pids()})")
         c.stop()
     return res
+
+
+def merge_rounds(rounds: list[dict]) -> dict:
+    """One result per target: the medians over the runs/trials of every round."""
+    if len(rounds) == 1:
+        return rounds[0]
+    ok = [r for r in rounds if "error" not in r]
+    if not ok:
+        return rounds[-1]
+    out: dict = {"target": ok[0]["target"], "version": ok[0]["version"],
+                 "governing_settings": ok[0].get("governing_settings"),
+                 "startup_s": statistics.median(r["startup_s"] for r in ok)}
+    for k in ("idle_broker_cores", "idle_etcd_cores"):
+        vals = [r[k] for r in ok if r.get(k) is not None]
+        if vals:
+            out[k] = statistics.median(vals)
+    for sec, keys in SECTION_KEYS.items():
+        runs = [run for r in ok for run in r.get(sec, {}).get("runs", [])]
+        if runs:
+            out[sec] = _median(runs, keys)
+    if "rate" in out:
+        out["rate"]["target_mb_s"] = ok[0]["rate"]["target_mb_s"]
+    errors = [r["error"] for r in rounds if "error" in r]
+    if errors:
+        out["round_errors"] = errors
+    # per-round figures without the runs (those are in the merged sections above)
+    out["rounds"] = [{k: ({kk: vv for kk, vv in v.items() if kk != "runs"} if isinstance(v, dict) else v)
+                      for k, v in r.items()} for r in rounds]
+    return out
 
 
 # =========================================================================== report
@@ -500,6 +545,8 @@ def metric_rows(res: dict) -> list[tuple[str, object]]:
     lf, cf = res.get("leader_failover", {}), res.get("controller_failover", {})
     rows = [
         ("startup s", res.get("startup_s")),
+        ("idle broker CPU cores (3 brokers)", res.get("idle_broker_cores")),
+        ("idle etcd CPU cores", res.get("idle_etcd_cores")),
         ("max MB/s (acks=all)", m.get("mb_s")),
         ("max p50 ms", m.get("p50_ms")),
         ("max p99 ms", m.get("p99_ms")),
@@ -552,7 +599,9 @@ def render(results: dict) -> tuple[str, dict]:
         out += [fmt(header), "  ".join("-" * w for w in widths), *map(fmt, lines)]
     for n in ok:
         out.append(f"{n} failover settings: " + ", ".join(
-            f"{k}={v}" for k, v in ok[n].get("governing_settings", {}).items()))
+            f"{k}={v}" for k, v in (ok[n].get("governing_settings") or {}).items()))
+        for err in ok[n].get("round_errors", []):
+            out.append(f"{n}: a round FAILED: {err}")
     for n in names:
         if "error" in results[n]:
             out.append(f"{n}: FAILED: {results[n]['error']}")
@@ -567,6 +616,8 @@ def parse_args(argv=None):
                     help="smoke run: 8 MB per run, 1 run, 2 s paced phase, 1 failover trial each")
     ap.add_argument("--phases", default="max,rate,leader,controller",
                     help="comma list of max,rate,leader,controller")
+    ap.add_argument("--idle-seconds", type=float, default=None,
+                    help="CPU of the idle cluster measured over this long after start-up (default 5; quick 2)")
     ap.add_argument("--mb", type=float, default=None, help="MB per max-rate run (default 128)")
     ap.add_argument("--runs", type=int, default=None, help="max-rate runs (default 2)")
     ap.add_argument("--warmup-mb", type=float, default=None, help="unmeasured warm-up (default 64; quick 4)")
@@ -597,12 +648,16 @@ def parse_args(argv=None):
                     help="broker property for every node of our cluster (repeatable)")
     ap.add_argument("--kafka-heap", default=kraft_cluster.DEFAULT_CLUSTER_HEAP,
                     help="KAFKA_HEAP_OPTS for each of the three JVMs")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="fresh clusters per target, alternating the order (ours, kafka, kafka, ours, ...); "
+                         "medians over every run and trial of all rounds")
     ap.add_argument("--keep", action="store_true", help="keep the clusters' temp dirs (logs, data)")
     ap.add_argument("--json", default=None,
                     help="output file (default bench/results/cluster_bench-<targets>-<time>.json)")
     args = ap.parse_args(argv)
     args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
     q = args.quick
+    args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else (2 if q else 5)
     args.mb = args.mb if args.mb is not None else (8 if q else 128)
     args.runs = args.runs if args.runs is not None else (1 if q else 2)
     args.warmup_mb = args.warmup_mb if args.warmup_mb is not None else (4 if q else 64)
@@ -618,20 +673,25 @@ def main(argv=None) -> int:
     # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so every cluster is stopped by pid
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     overrides = {**OURS_DEFAULT_OVERRIDES, **dict(kv.split("=", 1) for kv in args.ours_override)}
-    targets: list[Cluster] = []
-    if args.target in ("ours", "both"):
-        targets.append(OursCluster(overrides, args.keep))
-    if args.target in ("kafka", "both"):
-        targets.append(KafkaCluster(args.kafka_heap, args.keep))
-    results: dict[str, dict] = {}
+    names = ["ours", "kafka"] if args.target == "both" else [args.target]
+
+    def make(name: str) -> Cluster:
+        return OursCluster(overrides, args.keep) if name == "ours" else KafkaCluster(args.kafka_heap, args.keep)
+
+    per_round: dict[str, list[dict]] = {n: [] for n in names}
     t_all = time.monotonic()
-    for c in targets:
-        log(f"=== {c.name} ===")
-        try:
-            results[c.name] = bench_target(c, args)
-        except Exception as e:  # noqa: BLE001  (a failing target must not hide the other one)
-            log(f"{c.name}: FAILED: {type(e).__name__}: {e}")
-            results[c.name] = {"target": c.name, "error": f"{type(e).__name__}: {e}"}
+    for rnd in range(args.rounds):
+        # alternate the order (ours, kafka, kafka, ours, ...) so drifting load on the box
+        # does not always hit the same target
+        for name in (names if rnd % 2 == 0 else names[::-1]):
+            c = make(name)
+            log(f"=== {c.name} (round {rnd + 1}/{args.rounds}) ===")
+            try:
+                per_round[name].append(bench_target(c, args))
+            except Exception as e:  # noqa: BLE001  (a failing target must not hide the other one)
+                log(f"{c.name}: FAILED: {type(e).__name__}: {e}")
+                per_round[name].append({"target": c.name, "error": f"{type(e).__name__}: {e}"})
+    results = {n: merge_rounds(rs) for n, rs in per_round.items()}
     table, ratios = render(results)
     print(table, flush=True)
     doc = {

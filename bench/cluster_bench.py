@@ -345,7 +345,6 @@ def leader_failover(c: Cluster, topic: str, args) -> dict:
             f"{len(errs)} delivery errors")
     else:
         log(f"{c.name}:   no ack within {args.failover_timeout} s after the kill")
-    restart_and_heal(c, victim, topic, args)
     return res
 
 
@@ -416,15 +415,48 @@ def controller_failover(c: Cluster, topic: str, args) -> dict:
             f"{res.get('new_controller')})")
     else:
         log(f"{c.name}:   no usable topic within {args.failover_timeout} s; first error {first_err}")
-    restart_and_heal(c, controller, topic, args)
     return res
 
 
-def restart_and_heal(c: Cluster, node_id: int, topic: str, args) -> None:
+def restart_and_heal(c: Cluster, node_id: int, topic: str, args) -> float:
+    """Restart the killed node; wait until `topic` has a full ISR again. Returns seconds."""
     t0 = time.monotonic()
     c.restart(node_id)
     wait_isr(c.bootstrap, topic, args.partitions, 3, args.heal_timeout)
-    log(f"{c.name}:   node {node_id} restarted, {topic} back to full ISR in {time.monotonic() - t0:.1f} s")
+    secs = time.monotonic() - t0
+    log(f"{c.name}:   node {node_id} restarted, {topic} back to full ISR in {secs:.1f} s")
+    return secs
+
+
+def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict) -> bool:
+    """Run the trials of one failover phase into res[kind]; False if the cluster did not heal.
+
+    A trial that fails, or a killed node that does not rejoin every ISR of `topic`, ends the
+    failover phases: the trials measured so far are kept and the error is reported.
+    """
+    trials = []
+    healthy = True
+    for r in range(args.failover_trials):
+        log(f"{c.name}: {kind} trial {r + 1}/{args.failover_trials} on {topic}")
+        try:
+            trial = fn(c, topic, args)
+        except Exception as e:  # noqa: BLE001
+            res.setdefault("errors", []).append(f"{kind} trial {r + 1}: {type(e).__name__}: {e}")
+            log(f"{c.name}:   FAILED: {type(e).__name__}: {e}")
+            healthy = False
+            break
+        trials.append(trial)
+        try:
+            trial["heal_s"] = restart_and_heal(c, trial["killed"], topic, args)
+        except Exception as e:  # noqa: BLE001
+            trial["heal_error"] = f"{type(e).__name__}: {e}"
+            res.setdefault("errors", []).append(f"{kind} trial {r + 1}, after the kill: {trial['heal_error']}")
+            log(f"{c.name}:   node {trial['killed']} did not rejoin: {trial['heal_error']}")
+            healthy = False
+            break
+    if trials:
+        res[kind] = _median(trials, SECTION_KEYS[kind])
+    return healthy
 
 
 # =========================================================================== one target
@@ -491,18 +523,11 @@ def bench_target(c: Cluster, args) -> dict:
         if {"leader", "controller"} & args.phases:
             fo_topic = f"cb-{tag}-failover"
             create_topic(c.bootstrap, fo_topic, args.partitions, 3)
+        healthy = True
         if "leader" in args.phases:
-            trials = []
-            for r in range(args.failover_trials):
-                log(f"{c.name}: leader failover trial {r + 1}/{args.failover_trials} on {fo_topic}")
-                trials.append(leader_failover(c, fo_topic, args))
-            res["leader_failover"] = _median(trials, SECTION_KEYS["leader_failover"])
-        if "controller" in args.phases:
-            trials = []
-            for r in range(args.failover_trials):
-                log(f"{c.name}: controller failover trial {r + 1}/{args.failover_trials}")
-                trials.append(controller_failover(c, fo_topic, args))
-            res["controller_failover"] = _median(trials, SECTION_KEYS["controller_failover"])
+            healthy = failover_trials(c, "leader_failover", leader_failover, fo_topic, args, res)
+        if "controller" in args.phases and healthy:
+            failover_trials(c, "controller_failover", controller_failover, fo_topic, args, res)
         res["loadavg_after"] = os.getloadavg()
     finally:
         log(f"{c.name}: stopping (pids {c.broker_pids()})")
@@ -533,6 +558,9 @@ def merge_rounds(rounds: list[dict]) -> dict:
     errors = [r["error"] for r in rounds if "error" in r]
     if errors:
         out["round_errors"] = errors
+    phase_errors = [f"round {i + 1}: {e}" for i, r in enumerate(rounds) for e in r.get("errors", [])]
+    if phase_errors:
+        out["errors"] = phase_errors
     # per-round figures without the runs (those are in the merged sections above)
     out["rounds"] = [{k: ({kk: vv for kk, vv in v.items() if kk != "runs"} if isinstance(v, dict) else v)
                       for k, v in r.items()} for r in rounds]
@@ -602,6 +630,8 @@ def render(results: dict) -> tuple[str, dict]:
             f"{k}={v}" for k, v in (ok[n].get("governing_settings") or {}).items()))
         for err in ok[n].get("round_errors", []):
             out.append(f"{n}: a round FAILED: {err}")
+        for err in ok[n].get("errors", []):
+            out.append(f"{n}: {err}")
     for n in names:
         if "error" in results[n]:
             out.append(f"{n}: FAILED: {results[n]['error']}")
@@ -641,7 +671,7 @@ def parse_args(argv=None):
                     help="RF of each CreateTopics probe (default 2: two brokers are left alive)")
     ap.add_argument("--probe-timeout", type=float, default=3.0,
                     help="request/operation timeout of each CreateTopics probe (probes overlap)")
-    ap.add_argument("--heal-timeout", type=float, default=180.0,
+    ap.add_argument("--heal-timeout", type=float, default=90.0,
                     help="after a kill: seconds to wait for the restarted node to rejoin every ISR")
     ap.add_argument("--timeout", type=float, default=600.0, help="per produce run")
     ap.add_argument("--ours-override", action="append", default=[], metavar="KEY=VALUE",
@@ -715,7 +745,7 @@ def main(argv=None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     log(f"wrote {path}")
-    return 1 if any("error" in r for r in results.values()) else 0
+    return 1 if any("error" in r or "errors" in r or "round_errors" in r for r in results.values()) else 0
 
 
 if __name__ == "__main__":

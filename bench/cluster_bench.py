@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import platform
@@ -406,6 +407,10 @@ def controller_failover(c: Cluster, topic: str, args) -> dict:
         time.sleep(max(0.0, tick + 0.1 - time.monotonic()))
     res.update(attempts=attempts, failed_attempts=errors, first_error=first_err,
                topics_created=len(created))
+    # let go of the probe clients now (each holds librdkafka threads and connections)
+    inflight.clear()
+    admin = fut = None
+    gc.collect()
     with contextlib.suppress(Exception):
         res["new_controller"] = c.controller_id()
     if "failover_s" in res:
@@ -424,7 +429,8 @@ def restart_and_heal(c: Cluster, node_id: int, topic: str, args) -> float:
     c.restart(node_id)
     wait_isr(c.bootstrap, topic, args.partitions, 3, args.heal_timeout)
     secs = time.monotonic() - t0
-    log(f"{c.name}:   node {node_id} restarted, {topic} back to full ISR in {secs:.1f} s")
+    log(f"{c.name}:   node {node_id} restarted, {topic} back to full ISR in {secs:.1f} s "
+        f"(client threads: {len(os.listdir('/proc/self/task'))})")
     return secs
 
 

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster test test-all test-unit test-cluster lint bench bench-quick clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster test test-all test-unit test-cluster lint bench bench-quick bench-cluster clean pipeline-setup pipeline-demo pipeline-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +79,10 @@ bench: tools
 
 bench-quick: tools
 	$(PY) bench/produce_bench.py --target ours --quick
+
+# Three-node clusters (RF 3, acks=all), ours then Apache Kafka: throughput, latency, CPU, failover.
+bench-cluster: tools
+	$(PY) bench/cluster_bench.py --target both
 
 clean:
 	rm -rf $(VENV) kbroker-data kbroker-cluster .pytest_cache

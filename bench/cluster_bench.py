@@ -1,0 +1,756 @@
+#!/usr/bin/env python3
+"""3-node cluster benchmark: our broker vs. Apache Kafka, RF 3, acks=all, one confluent-kafka client.
+
+This module owns the cluster benchmark: it starts a 3-node cluster per target, runs the
+phases below against a replication-factor-3 topic, and reports figures and ours/kafka ratios.
+
+    python bench/cluster_bench.py --target both             # ours, then Apache Kafka, ratios
+    python bench/cluster_bench.py --target ours --quick     # smoke run
+    python bench/cluster_bench.py --target kafka --rate-mb 10 --failover-trials 3
+
+Phases (``--phases``, default all):
+
+  max         1 KB records, acks=all, linger.ms=5, as fast as one producer goes; ``--runs``
+              runs of ``--mb`` MB (median): MB/s, p50/p99, broker CPU-s/GB
+  rate        paced at ``--rate-mb`` MB/s (default 20) for ``--rate-seconds``: p50/p99/p99.9,
+              broker CPU-s/GB
+  leader      kill -9 of a partition leader (not the controller) while a producer sends one
+              small acks=all record every 5 ms to that partition; time from the kill to the
+              first acknowledgement of a record the new leader appended (the first ack after
+              the kill whose offset is past every offset acknowledged before it)
+  controller  kill -9 of the controller; CreateTopics with a fresh name every 100 ms; time from
+              the kill until a create succeeded and every partition of that topic is led by a
+              live broker
+
+Broker CPU = utime+stime from /proc/PID/stat, summed over the three broker processes (and
+their children).  For ours, etcd's CPU is reported on its own line, because Kafka's
+controllers run inside the broker JVMs (combined mode).  MB = 10^6 bytes, GB = 10^9 bytes.
+
+Targets: ``ours`` = ``broker.devcluster.DevCluster`` (etcd + 3 ``python -m broker`` processes
+run with this interpreter); ``kafka`` = Apache Kafka 4.3.1, 3 combined broker+controller
+nodes started by compat/kafka/kraft_cluster.py (``--kafka-heap``, default -Xmx512M -Xms512M).
+The targets run one after the other, never at the same time.  A table goes to stdout,
+progress to stderr, everything to a JSON file (``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import produce_bench as pb  # noqa: E402  (same directory; helpers shared with it)
+
+from compat.kafka import kraft_cluster  # noqa: E402  (stdlib only)
+
+ck, AdminClient, NewTopic = pb.ck, pb.AdminClient, pb.NewTopic
+
+# Broker properties for every node of our cluster unless --ours-override says otherwise:
+# the defaults, as Kafka runs with its own.
+OURS_DEFAULT_OVERRIDES: dict[str, str] = {}
+log, cpu_seconds, _f, _pct = pb.log, pb.cpu_seconds, pb._f, pb._pct
+MB, GB = pb.MB, pb.GB
+
+
+# =========================================================================== clusters
+class Cluster:
+    """A 3-node cluster under test."""
+
+    name = "?"
+    version = ""
+    bootstrap = ""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def broker_pids(self) -> dict[int, int]: ...
+    def extra_pids(self) -> dict[str, int]:
+        return {}
+    def kill9(self, node_id: int) -> None: ...
+    def restart(self, node_id: int) -> None: ...
+    def alive(self) -> set[int]: ...
+    def controller_id(self) -> int: ...
+    def governing_settings(self) -> dict[str, str]:
+        return {}
+
+
+class OursCluster(Cluster):
+    name = "ours"
+
+    def __init__(self, overrides: dict[str, str], keep: bool):
+        self.overrides, self.keep = overrides, keep
+        self.version = _git_rev()
+        self.dc = None
+        self.tmp: Path | None = None
+
+    def start(self) -> None:
+        from broker.devcluster import DevCluster  # our package; imported only for this target
+
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-ours-"))
+        self.dc = DevCluster(str(self.tmp), nodes=3, base_port=0, overrides=self.overrides)
+        log(f"ours: starting etcd + 3 brokers ({sys.executable} -m broker, overrides {self.overrides}), "
+            f"logs in {self.tmp}")
+        try:
+            self.dc.start()
+        except Exception:
+            self.dc.kill()
+            raise
+        self.bootstrap = self.dc.bootstrap
+
+    def stop(self) -> None:
+        if self.dc is not None:
+            try:
+                self.dc.stop()
+            finally:
+                self.dc.kill()  # whatever did not stop (by pid, our own processes only)
+        if self.tmp is not None and not self.keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def broker_pids(self) -> dict[int, int]:
+        return {i: n.proc.pid for i, n in self.dc.nodes.items() if n.alive}
+
+    def extra_pids(self) -> dict[str, int]:
+        e = self.dc.etcd
+        return {"etcd": e.pid} if e is not None and e.poll() is None else {}
+
+    def kill9(self, node_id: int) -> None:
+        self.dc.nodes[node_id].kill9()
+
+    def restart(self, node_id: int) -> None:
+        self.dc.nodes[node_id].start()
+        self.dc.wait_registered(set(self.dc.nodes), 120)
+
+    def alive(self) -> set[int]:
+        return {i for i, n in self.dc.nodes.items() if n.alive}
+
+    def controller_id(self) -> int:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        return admin.describe_cluster(request_timeout=10).result(timeout=15).controller.id
+
+    def governing_settings(self) -> dict[str, str]:
+        """From the first node's `effective_config` start-up log line."""
+        text = self.dc.nodes[1].output()
+        out = {}
+        for key in ("broker.session.timeout.ms", "replica.lag.time.max.ms", "request.timeout.ms",
+                    "transaction.partition.verification.enable"):
+            m = re.search(rf"\b{re.escape(key.replace('.', '_'))}=(\S+)", text)
+            out[key] = m.group(1).strip(",'\"") if m else self.overrides.get(key, "?")
+        return out
+
+
+class KafkaCluster(Cluster):
+    name = "kafka"
+
+    def __init__(self, heap: str, keep: bool):
+        self.kc = kraft_cluster.KafkaCluster(n_nodes=3, heap_opts=heap, keep=keep)
+        self.version = os.environ.get("KAFKA_VERSION", "4.3.1")
+
+    def start(self) -> None:
+        log(f"kafka: resolving jars and starting 3 KRaft nodes (broker+controller, {self.kc.heap_opts})")
+        self.kc.start()
+        self.bootstrap = self.kc.bootstrap
+        log(f"kafka: up on {self.bootstrap}, pids {self.kc.pids}, workdir {self.kc.workdir}")
+
+    def stop(self) -> None:
+        self.kc.stop()
+
+    def broker_pids(self) -> dict[int, int]:
+        return {i: n.pid for i, n in self.kc.nodes.items() if n.alive}
+
+    def kill9(self, node_id: int) -> None:
+        self.kc.nodes[node_id].kill9()
+
+    def restart(self, node_id: int) -> None:
+        self.kc.nodes[node_id].start()
+
+    def alive(self) -> set[int]:
+        return {i for i, n in self.kc.nodes.items() if n.alive}
+
+    def controller_id(self) -> int:
+        return self.kc.active_controller()
+
+    def governing_settings(self) -> dict[str, str]:
+        """From node 1's `KafkaConfig values:` start-up dump."""
+        text = self.kc.nodes[1].log_file.read_text(errors="replace")
+        out = {}
+        for key in ("broker.session.timeout.ms", "broker.heartbeat.interval.ms",
+                    "replica.lag.time.max.ms", "controller.quorum.fetch.timeout.ms",
+                    "controller.quorum.election.timeout.ms"):
+            m = re.search(rf"^\s*{re.escape(key)} = (\S+)", text, re.M)
+            out[key] = m.group(1) if m else "?"
+        return out
+
+
+def _git_rev() -> str:
+    return pb._git_rev()
+
+
+# =========================================================================== helpers
+def cluster_cpu(c: Cluster) -> tuple[float, float]:
+    """(CPU-s of the three brokers, CPU-s of the other processes, e.g. etcd)."""
+    brokers = sum(cpu_seconds(p) or 0.0 for p in c.broker_pids().values())
+    extra = sum(cpu_seconds(p) or 0.0 for p in c.extra_pids().values())
+    return brokers, extra
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int, timeout: float = 60.0) -> float:
+    """Create a topic and wait until every partition has a leader and a full ISR."""
+    t0 = time.monotonic()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, rf)], operation_timeout=timeout)[name].result(timeout)
+    wait_isr(bootstrap, name, partitions, rf, timeout)
+    return time.monotonic() - t0
+
+
+def wait_isr(bootstrap: str, topic: str, partitions: int, rf: int, timeout: float) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ck.KafkaException):
+            t = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
+            last = t
+            if t and not t.error and len(t.partitions) == partitions and all(
+                    p.leader >= 0 and len(p.isrs) >= rf for p in t.partitions.values()):
+                return
+        time.sleep(0.2)
+    state = {p.id: (p.leader, p.isrs) for p in last.partitions.values()} if last else None
+    raise TimeoutError(f"topic {topic}: no full ISR after {timeout}s: {state}")
+
+
+def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    t = admin.list_topics(topic=topic, timeout=10).topics[topic]
+    return {p.id: p.leader for p in t.partitions.values()}
+
+
+def produce(c: Cluster, topic: str, n: int, args, rate: float | None = None, skip_s: float = 0.0) -> dict:
+    """One produce_bench run (acks=all), with CPU summed over the cluster's processes."""
+    b0, e0 = cluster_cpu(c)
+    run = pb.produce_run(c.bootstrap, topic, n, args.record_size, "all", args.linger_ms, None,
+                         rate=rate, timeout=args.timeout, queue_kb=args.queue_kb, skip_s=skip_s)
+    b1, e1 = cluster_cpu(c)
+    gb = run["bytes"] / GB
+    run["broker_cpu_s"] = round(b1 - b0, 3)
+    run["broker_cpu_s_per_gb"] = (b1 - b0) / gb
+    if c.extra_pids():
+        run["etcd_cpu_s_per_gb"] = (e1 - e0) / gb
+    run["client_cores"] = run["client_cpu_s"] / run["seconds"] if run["seconds"] else None
+    return run
+
+
+SECTION_KEYS = {
+    "max": ("mb_s", "msgs_s", "p50_ms", "p99_ms", "broker_cpu_s_per_gb", "etcd_cpu_s_per_gb", "client_cores"),
+    "rate": ("mb_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s_per_gb", "etcd_cpu_s_per_gb", "client_cores"),
+    "leader_failover": ("failover_s",),
+    "controller_failover": ("failover_s", "create_ok_s"),
+}
+
+
+def _median(runs: list[dict], keys) -> dict:
+    out = {}
+    for k in keys:
+        vals = [r[k] for r in runs if r.get(k) is not None]
+        if vals:
+            out[k] = statistics.median(vals)
+    out["runs"] = runs
+    return out
+
+
+# =========================================================================== failover phases
+def leader_failover(c: Cluster, topic: str, args) -> dict:
+    """kill -9 the leader of one partition (not the controller) under a 5 ms acks=all trickle."""
+    controller = c.controller_id()
+    leaders = partition_leaders(c.bootstrap, topic)
+    part = next((p for p, lead in sorted(leaders.items()) if lead != controller and lead in c.alive()), None)
+    if part is None:  # every partition led by the controller: take partition 0 anyway
+        part = 0
+    victim = leaders[part]
+    events: list[tuple[int, int, str | None]] = []  # (t_ns, offset, error)
+
+    def on_delivery(err, msg):
+        events.append((time.perf_counter_ns(), -1 if err else msg.offset(), str(err) if err else None))
+
+    p = ck.Producer({
+        "bootstrap.servers": c.bootstrap, "acks": "all", "linger.ms": 0,
+        "enable.idempotence": False, "message.timeout.ms": int(args.failover_timeout * 1000),
+        "on_delivery": on_delivery,
+    })
+    p.list_topics(topic=topic, timeout=30)
+    payload = os.urandom(args.failover_record_size)
+    period_ns = int(args.failover_interval_ms * 1e6)
+    now = time.perf_counter_ns
+
+    def trickle(until_ns: int, stop_when=None) -> None:
+        nxt = now()
+        while now() < until_ns:
+            if now() >= nxt:
+                p.produce(topic, payload, partition=part)
+                nxt += period_ns
+            p.poll(0.001)
+            if stop_when is not None and stop_when():
+                return
+
+    trickle(now() + int(args.failover_warm_s * 1e9))
+    ok_before = [e for e in events if e[2] is None]
+    log(f"{c.name}:   partition {part}: leader {victim} (controller {controller}); "
+        f"{len(ok_before)} acks in {args.failover_warm_s:.0f} s warm trickle; kill -9 {victim}")
+    t_kill = now()
+    c.kill9(victim)
+    p.poll(0)  # callbacks for answers already received before the kill
+    n_pre = len(events)
+    max_pre = max((e[1] for e in events if e[2] is None), default=-1)
+    found: dict = {}
+
+    def check() -> bool:
+        for t, off, err in events[n_pre:]:
+            if err is None and off > max_pre:
+                found.update(t=t, offset=off)
+                return True
+        return False
+
+    trickle(t_kill + int(args.failover_timeout * 1e9), stop_when=check)
+    if not found:
+        check()
+    trickle(now() + int(0.5 * 1e9))  # a little more, then drain
+    left = p.flush(args.failover_timeout)
+    errs = [e for e in events if e[2] is not None]
+    res = {"partition": part, "killed": victim, "controller": controller,
+           "acks_before_kill": len(ok_before), "max_offset_before_kill": max_pre,
+           "delivery_errors": len(errs), "first_error": errs[0][2] if errs else None,
+           "undelivered": left}
+    if found:
+        res["failover_s"] = (found["t"] - t_kill) / 1e9
+        res["first_new_offset"] = found["offset"]
+        with contextlib.suppress(Exception):
+            res["new_leader"] = partition_leaders(c.bootstrap, topic)[part]
+        log(f"{c.name}:   first ack from the new leader (offset {found['offset']}, leader now "
+            f"{res.get('new_leader')}) {res['failover_s']:.2f} s after the kill; "
+            f"{len(errs)} delivery errors")
+    else:
+        log(f"{c.name}:   no ack within {args.failover_timeout} s after the kill")
+    return res
+
+
+def controller_failover(c: Cluster, topic: str, args) -> dict:
+    """kill -9 the controller; CreateTopics with a fresh name every 100 ms until one is usable."""
+    controller = c.controller_id()
+    log(f"{c.name}:   controller is {controller}; kill -9 {controller}")
+    tag = uuid.uuid4().hex[:6]
+    attempts = errors = 0
+    first_err = None
+    created: list[str] = []
+    res: dict = {"killed": controller}
+    t_kill = time.monotonic()
+    c.kill9(controller)
+    live = c.alive()
+    deadline = t_kill + args.failover_timeout
+    inflight: list[tuple[str, object, object, float]] = []  # (name, client, future, started)
+    while time.monotonic() < deadline:
+        tick = time.monotonic()
+        # a new attempt every 100 ms, each on a fresh client like a new `kafka-topics --create`
+        # (a long-lived librdkafka admin client keeps waiting for the controller id it
+        # cached: the dead one); attempts overlap when one takes longer than 100 ms
+        name = f"cb-ctl-{tag}-{attempts}"
+        attempts += 1
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        fut = admin.create_topics([NewTopic(name, args.probe_partitions, args.probe_rf)],
+                                  request_timeout=args.probe_timeout,
+                                  operation_timeout=args.probe_timeout)[name]
+        inflight.append((name, admin, fut, tick))
+        still = []
+        for name_, admin_, fut_, t_start in inflight:
+            if not fut_.done():
+                if time.monotonic() - t_start < args.probe_timeout + 2:
+                    still.append((name_, admin_, fut_, t_start))
+                else:
+                    errors += 1
+                    first_err = first_err or "no answer"
+                continue
+            try:
+                fut_.result(timeout=0)
+                created.append(name_)
+                res.setdefault("create_ok_s", time.monotonic() - t_kill)
+            except Exception as e:  # noqa: BLE001  (any failure = not yet)
+                errors += 1
+                first_err = first_err or f"{type(e).__name__}: {e}"
+        inflight = still
+        # is any created topic usable: every partition led by a live broker?
+        if created:
+            with contextlib.suppress(Exception):
+                md = admin.list_topics(timeout=1)
+                for tn in created:
+                    t = md.topics.get(tn)
+                    if t and not t.error and len(t.partitions) == args.probe_partitions and all(
+                            pm.leader in live for pm in t.partitions.values()):
+                        res.update(failover_s=time.monotonic() - t_kill, topic=tn)
+                        break
+        if "failover_s" in res:
+            break
+        time.sleep(max(0.0, tick + 0.1 - time.monotonic()))
+    res.update(attempts=attempts, failed_attempts=errors, first_error=first_err,
+               topics_created=len(created))
+    # let go of the probe clients now (each holds librdkafka threads and connections)
+    inflight.clear()
+    admin = fut = None
+    gc.collect()
+    with contextlib.suppress(Exception):
+        res["new_controller"] = c.controller_id()
+    if "failover_s" in res:
+        log(f"{c.name}:   topic {res['topic']} created and led by live brokers "
+            f"{res['failover_s']:.2f} s after the kill (first create ok at "
+            f"{res.get('create_ok_s', float('nan')):.2f} s; {attempts} attempts, new controller "
+            f"{res.get('new_controller')})")
+    else:
+        log(f"{c.name}:   no usable topic within {args.failover_timeout} s; first error {first_err}")
+    return res
+
+
+def restart_and_heal(c: Cluster, node_id: int, topic: str, args) -> float:
+    """Restart the killed node; wait until `topic` has a full ISR again. Returns seconds."""
+    t0 = time.monotonic()
+    c.restart(node_id)
+    wait_isr(c.bootstrap, topic, args.partitions, 3, args.heal_timeout)
+    secs = time.monotonic() - t0
+    log(f"{c.name}:   node {node_id} restarted, {topic} back to full ISR in {secs:.1f} s "
+        f"(client threads: {len(os.listdir('/proc/self/task'))})")
+    return secs
+
+
+def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict) -> bool:
+    """Run the trials of one failover phase into res[kind]; False if the cluster did not heal.
+
+    A trial that fails, or a killed node that does not rejoin every ISR of `topic`, ends the
+    failover phases: the trials measured so far are kept and the error is reported.
+    """
+    trials = []
+    healthy = True
+    for r in range(args.failover_trials):
+        log(f"{c.name}: {kind} trial {r + 1}/{args.failover_trials} on {topic}")
+        try:
+            trial = fn(c, topic, args)
+        except Exception as e:  # noqa: BLE001
+            res.setdefault("errors", []).append(f"{kind} trial {r + 1}: {type(e).__name__}: {e}")
+            log(f"{c.name}:   FAILED: {type(e).__name__}: {e}")
+            healthy = False
+            break
+        trials.append(trial)
+        try:
+            trial["heal_s"] = restart_and_heal(c, trial["killed"], topic, args)
+        except Exception as e:  # noqa: BLE001
+            trial["heal_error"] = f"{type(e).__name__}: {e}"
+            res.setdefault("errors", []).append(f"{kind} trial {r + 1}, after the kill: {trial['heal_error']}")
+            log(f"{c.name}:   node {trial['killed']} did not rejoin: {trial['heal_error']}")
+            healthy = False
+            break
+    if trials:
+        res[kind] = _median(trials, SECTION_KEYS[kind])
+    return healthy
+
+
+# =========================================================================== one target
+def bench_target(c: Cluster, args) -> dict:
+    res: dict = {"target": c.name, "version": c.version, "loadavg_before": os.getloadavg()}
+    t0 = time.monotonic()
+    c.start()
+    res["startup_s"] = round(time.monotonic() - t0, 2)
+    res["bootstrap"] = c.bootstrap
+    res["pids"] = c.broker_pids()
+    res["governing_settings"] = c.governing_settings()
+    log(f"{c.name}: ready in {res['startup_s']} s; {res['governing_settings']}")
+    try:
+        tag = uuid.uuid4().hex[:6]
+        n = max(1, int(args.mb * MB) // args.record_size)
+        if args.idle_seconds:
+            # background CPU of the idle cluster (heartbeats, fetchers, timers): it is part of
+            # every CPU-s/GB figure, most of all in the paced phase
+            b0, e0 = cluster_cpu(c)
+            time.sleep(args.idle_seconds)
+            b1, e1 = cluster_cpu(c)
+            res["idle_broker_cores"] = (b1 - b0) / args.idle_seconds
+            if c.extra_pids():
+                res["idle_etcd_cores"] = (e1 - e0) / args.idle_seconds
+            log(f"{c.name}: idle for {args.idle_seconds:g} s: brokers {res['idle_broker_cores']:.3f} cores")
+        if args.warmup_mb and {"max", "rate"} & args.phases:
+            topic = f"cb-{tag}-warmup"
+            create_topic(c.bootstrap, topic, args.partitions, 3)
+            nw = max(1, int(args.warmup_mb * MB) // args.record_size)
+            log(f"{c.name}: warm-up (not measured): {nw} records into {topic}")
+            pb.produce_run(c.bootstrap, topic, nw, args.record_size, "all", args.linger_ms, None,
+                           timeout=args.timeout, queue_kb=args.queue_kb)
+
+        if "max" in args.phases:
+            runs = []
+            for r in range(args.runs):
+                topic = f"cb-{tag}-max-r{r}"
+                create_topic(c.bootstrap, topic, args.partitions, 3)
+                log(f"{c.name}: max rate run {r + 1}/{args.runs}: {n} x {args.record_size} B, acks=all, "
+                    f"into {topic} ({args.partitions} partitions, RF 3)")
+                run = produce(c, topic, n, args)
+                runs.append(run)
+                log(f"{c.name}:   {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  p99 {run['p99_ms']:.1f} ms  "
+                    f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB  client {run['client_cores']:.2f} cores")
+            res["max"] = _median(runs, SECTION_KEYS["max"])
+
+        if "rate" in args.phases:
+            rate = args.rate_mb * MB / args.record_size
+            n_rate = max(1, int(rate * (args.rate_seconds + args.rate_skip)))
+            runs = []
+            for r in range(args.rate_runs):
+                topic = f"cb-{tag}-rate-r{r}"
+                create_topic(c.bootstrap, topic, args.partitions, 3)
+                log(f"{c.name}: paced run {r + 1}/{args.rate_runs}: {args.rate_mb:g} MB/s for "
+                    f"{args.rate_seconds:g} s (+{args.rate_skip:g} s start-up, not in percentiles)")
+                run = produce(c, topic, n_rate, args, rate=rate, skip_s=args.rate_skip)
+                runs.append(run)
+                log(f"{c.name}:   achieved {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  "
+                    f"p99 {run['p99_ms']:.1f} ms  p99.9 {run['p999_ms']:.1f} ms  "
+                    f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB")
+            res["rate"] = _median(runs, SECTION_KEYS["rate"])
+            res["rate"]["target_mb_s"] = args.rate_mb
+
+        if {"leader", "controller"} & args.phases:
+            fo_topic = f"cb-{tag}-failover"
+            create_topic(c.bootstrap, fo_topic, args.partitions, 3)
+        healthy = True
+        if "leader" in args.phases:
+            healthy = failover_trials(c, "leader_failover", leader_failover, fo_topic, args, res)
+        if "controller" in args.phases and healthy:
+            failover_trials(c, "controller_failover", controller_failover, fo_topic, args, res)
+        res["loadavg_after"] = os.getloadavg()
+    finally:
+        log(f"{c.name}: stopping (pids {c.broker_pids()})")
+        c.stop()
+    return res
+
+
+def merge_rounds(rounds: list[dict]) -> dict:
+    """One result per target: the medians over the runs/trials of every round."""
+    if len(rounds) == 1:
+        return rounds[0]
+    ok = [r for r in rounds if "error" not in r]
+    if not ok:
+        return rounds[-1]
+    out: dict = {"target": ok[0]["target"], "version": ok[0]["version"],
+                 "governing_settings": ok[0].get("governing_settings"),
+                 "startup_s": statistics.median(r["startup_s"] for r in ok)}
+    for k in ("idle_broker_cores", "idle_etcd_cores"):
+        vals = [r[k] for r in ok if r.get(k) is not None]
+        if vals:
+            out[k] = statistics.median(vals)
+    for sec, keys in SECTION_KEYS.items():
+        runs = [run for r in ok for run in r.get(sec, {}).get("runs", [])]
+        if runs:
+            out[sec] = _median(runs, keys)
+    if "rate" in out:
+        out["rate"]["target_mb_s"] = ok[0]["rate"]["target_mb_s"]
+    errors = [r["error"] for r in rounds if "error" in r]
+    if errors:
+        out["round_errors"] = errors
+    phase_errors = [f"round {i + 1}: {e}" for i, r in enumerate(rounds) for e in r.get("errors", [])]
+    if phase_errors:
+        out["errors"] = phase_errors
+    # per-round figures without the runs (those are in the merged sections above)
+    out["rounds"] = [{k: ({kk: vv for kk, vv in v.items() if kk != "runs"} if isinstance(v, dict) else v)
+                      for k, v in r.items()} for r in rounds]
+    return out
+
+
+# =========================================================================== report
+def metric_rows(res: dict) -> list[tuple[str, object]]:
+    m, r = res.get("max", {}), res.get("rate", {})
+    lf, cf = res.get("leader_failover", {}), res.get("controller_failover", {})
+    rows = [
+        ("startup s", res.get("startup_s")),
+        ("idle broker CPU cores (3 brokers)", res.get("idle_broker_cores")),
+        ("idle etcd CPU cores", res.get("idle_etcd_cores")),
+        ("max MB/s (acks=all)", m.get("mb_s")),
+        ("max p50 ms", m.get("p50_ms")),
+        ("max p99 ms", m.get("p99_ms")),
+        ("max broker CPU s/GB (3 brokers)", m.get("broker_cpu_s_per_gb")),
+        ("max etcd CPU s/GB", m.get("etcd_cpu_s_per_gb")),
+        ("max client CPU cores", m.get("client_cores")),
+        (f"paced {_f(r.get('target_mb_s'), 0)} MB/s: achieved MB/s", r.get("mb_s")),
+        ("paced p50 ms", r.get("p50_ms")),
+        ("paced p99 ms", r.get("p99_ms")),
+        ("paced p99.9 ms", r.get("p999_ms")),
+        ("paced broker CPU s/GB (3 brokers)", r.get("broker_cpu_s_per_gb")),
+        ("paced etcd CPU s/GB", r.get("etcd_cpu_s_per_gb")),
+        ("leader kill -9 -> first new-leader ack s", lf.get("failover_s")),
+        ("controller kill -9 -> topic created s", cf.get("failover_s")),
+    ]
+    return [(k, v) for k, v in rows if v is not None]
+
+
+def render(results: dict) -> tuple[str, dict]:
+    names = [n for n in ("ours", "kafka") if n in results]
+    ok = {n: results[n] for n in names if "error" not in results[n]}
+    labels: list[str] = []
+    table: dict[str, dict] = {}
+    for n, r in ok.items():
+        for label, val in metric_rows(r):
+            if label not in table:
+                labels.append(label)
+                table[label] = {}
+            table[label][n] = val
+    show_ratio = "ours" in ok and "kafka" in ok
+    header = ["metric", *ok] + (["ours/kafka"] if show_ratio else [])
+    lines, ratios = [], {}
+    for label in labels:
+        row = [label] + [_f(table[label].get(n), 2) for n in ok]
+        if show_ratio:
+            a, b = table[label].get("ours"), table[label].get("kafka")
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
+                ratios[label] = a / b
+                row.append(f"{a / b:.2f}")
+            else:
+                row.append("-")
+        lines.append(row)
+    out = []
+    if lines:
+        widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+
+        def fmt(row):
+            return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                             for i, (c, w) in enumerate(zip(row, widths)))
+        out += [fmt(header), "  ".join("-" * w for w in widths), *map(fmt, lines)]
+    for n in ok:
+        out.append(f"{n} failover settings: " + ", ".join(
+            f"{k}={v}" for k, v in (ok[n].get("governing_settings") or {}).items()))
+        for err in ok[n].get("round_errors", []):
+            out.append(f"{n}: a round FAILED: {err}")
+        for err in ok[n].get("errors", []):
+            out.append(f"{n}: {err}")
+    for n in names:
+        if "error" in results[n]:
+            out.append(f"{n}: FAILED: {results[n]['error']}")
+    return "\n".join(out), ratios
+
+
+# =========================================================================== main
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", choices=["ours", "kafka", "both"], default="both")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 8 MB per run, 1 run, 2 s paced phase, 1 failover trial each")
+    ap.add_argument("--phases", default="max,rate,leader,controller",
+                    help="comma list of max,rate,leader,controller")
+    ap.add_argument("--idle-seconds", type=float, default=None,
+                    help="CPU of the idle cluster measured over this long after start-up (default 5; quick 2)")
+    ap.add_argument("--mb", type=float, default=None, help="MB per max-rate run (default 128)")
+    ap.add_argument("--runs", type=int, default=None, help="max-rate runs (default 2)")
+    ap.add_argument("--warmup-mb", type=float, default=None, help="unmeasured warm-up (default 64; quick 4)")
+    ap.add_argument("--record-size", type=int, default=1024)
+    ap.add_argument("--linger-ms", type=int, default=5)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--queue-kb", type=int, default=32768)
+    ap.add_argument("--rate-mb", type=float, default=20.0, help="paced phase rate, MB/s (default 20)")
+    ap.add_argument("--rate-seconds", type=float, default=None, help="paced phase length (default 10)")
+    ap.add_argument("--rate-skip", type=float, default=None,
+                    help="paced phase: start-up seconds left out of the percentiles (default 1)")
+    ap.add_argument("--rate-runs", type=int, default=None, help="paced runs (default 1)")
+    ap.add_argument("--failover-trials", type=int, default=None,
+                    help="kills per failover phase (default 2; quick 1); the median is reported")
+    ap.add_argument("--failover-interval-ms", type=float, default=5.0, help="trickle producer period")
+    ap.add_argument("--failover-record-size", type=int, default=100)
+    ap.add_argument("--failover-warm-s", type=float, default=2.0, help="trickle before the kill")
+    ap.add_argument("--failover-timeout", type=float, default=120.0)
+    ap.add_argument("--probe-partitions", type=int, default=1, help="partitions of each CreateTopics probe")
+    ap.add_argument("--probe-rf", type=int, default=2,
+                    help="RF of each CreateTopics probe (default 2: two brokers are left alive)")
+    ap.add_argument("--probe-timeout", type=float, default=3.0,
+                    help="request/operation timeout of each CreateTopics probe (probes overlap)")
+    ap.add_argument("--heal-timeout", type=float, default=90.0,
+                    help="after a kill: seconds to wait for the restarted node to rejoin every ISR")
+    ap.add_argument("--timeout", type=float, default=600.0, help="per produce run")
+    ap.add_argument("--ours-override", action="append", default=[], metavar="KEY=VALUE",
+                    help="broker property for every node of our cluster (repeatable)")
+    ap.add_argument("--kafka-heap", default=kraft_cluster.DEFAULT_CLUSTER_HEAP,
+                    help="KAFKA_HEAP_OPTS for each of the three JVMs")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="fresh clusters per target, alternating the order (ours, kafka, kafka, ours, ...); "
+                         "medians over every run and trial of all rounds")
+    ap.add_argument("--keep", action="store_true", help="keep the clusters' temp dirs (logs, data)")
+    ap.add_argument("--json", default=None,
+                    help="output file (default bench/results/cluster_bench-<targets>-<time>.json)")
+    args = ap.parse_args(argv)
+    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    q = args.quick
+    args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else (2 if q else 5)
+    args.mb = args.mb if args.mb is not None else (8 if q else 128)
+    args.runs = args.runs if args.runs is not None else (1 if q else 2)
+    args.warmup_mb = args.warmup_mb if args.warmup_mb is not None else (4 if q else 64)
+    args.rate_seconds = args.rate_seconds if args.rate_seconds is not None else (2 if q else 10)
+    args.rate_skip = args.rate_skip if args.rate_skip is not None else (0.5 if q else 1.0)
+    args.rate_runs = args.rate_runs if args.rate_runs is not None else 1
+    args.failover_trials = args.failover_trials if args.failover_trials is not None else (1 if q else 2)
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # SIGTERM (e.g. from `timeout`) unwinds like Ctrl-C, so every cluster is stopped by pid
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    overrides = {**OURS_DEFAULT_OVERRIDES, **dict(kv.split("=", 1) for kv in args.ours_override)}
+    names = ["ours", "kafka"] if args.target == "both" else [args.target]
+
+    def make(name: str) -> Cluster:
+        return OursCluster(overrides, args.keep) if name == "ours" else KafkaCluster(args.kafka_heap, args.keep)
+
+    per_round: dict[str, list[dict]] = {n: [] for n in names}
+    t_all = time.monotonic()
+    for rnd in range(args.rounds):
+        # alternate the order (ours, kafka, kafka, ours, ...) so drifting load on the box
+        # does not always hit the same target
+        for name in (names if rnd % 2 == 0 else names[::-1]):
+            c = make(name)
+            log(f"=== {c.name} (round {rnd + 1}/{args.rounds}) ===")
+            try:
+                per_round[name].append(bench_target(c, args))
+            except Exception as e:  # noqa: BLE001  (a failing target must not hide the other one)
+                log(f"{c.name}: FAILED: {type(e).__name__}: {e}")
+                per_round[name].append({"target": c.name, "error": f"{type(e).__name__}: {e}"})
+    results = {n: merge_rounds(rs) for n, rs in per_round.items()}
+    table, ratios = render(results)
+    print(table, flush=True)
+    doc = {
+        "meta": {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "wall_s": round(time.monotonic() - t_all, 1),
+            "host": {"cpus": os.cpu_count(), "machine": platform.machine(),
+                     "python": platform.python_version(), "kernel": platform.release()},
+            "client": {"confluent_kafka": ck.version()[0], "librdkafka": ck.libversion()[0]},
+            "params": {k: (sorted(v) if isinstance(v, set) else v) for k, v in vars(args).items()},
+            "units": "MB = 1e6 bytes, GB = 1e9 bytes; latency = delivery callback - produce() call; "
+                     "CPU = utime+stime of the 3 broker processes per GB of record values; "
+                     "failover = seconds from the kill -9",
+        },
+        "results": results,
+        "ratios_ours_over_kafka": ratios,
+    }
+    path = Path(args.json) if args.json else (
+        REPO / "bench" / "results" /
+        f"cluster_bench-{'-'.join(results) or 'none'}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    log(f"wrote {path}")
+    return 1 if any("error" in r or "errors" in r or "round_errors" in r for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

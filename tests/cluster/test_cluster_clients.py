@@ -173,3 +173,44 @@ def test_transactions_span_brokers_and_read_committed_sees_only_commits(cluster)
         got.append(m.value())
     c.close()
     assert sorted(got) == sorted(committed)
+
+
+def test_a_new_leader_filters_aborted_transactions_it_replicated(healthy):
+    """Followers rebuild the aborted-transaction index and producer state from replicated
+    batches: after the leader dies, read_committed on the new leader still hides aborts."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.support.cluster import describe, wait_for
+
+    cluster = healthy
+    topic = f"txn-failover-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(15)
+    wait_isr_complete(cluster, topic)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"{topic}-p"})
+    p.init_transactions(30)
+    committed = []
+    for k in range(6):
+        p.begin_transaction()
+        values = [b"%d-%d" % (k, i) for i in range(50)]
+        for v in values:
+            p.produce(topic, value=v, partition=0)
+        if k % 2:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed.extend(values)
+    leader = describe(cluster.bootstrap, topic)[0][0]
+    cluster.node(leader).kill9()
+    wait_for(lambda: describe(cluster.bootstrap, topic)[0][0] not in (leader, -1), 30, "a new leader")
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{topic}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < len(committed) and time.monotonic() < deadline:
+        got.extend(m.value() for m in c.consume(1000, 0.5) if m.error() is None)
+    got.extend(m.value() for m in c.consume(1000, 1.0) if m.error() is None)
+    c.close()
+    assert got == committed

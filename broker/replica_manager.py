@@ -162,15 +162,18 @@ class ReplicaManager:
                         self.fetchers.remove_partition(part)
                         if state.leader != NO_LEADER:
                             self.fetchers.add_partition(part, state.leader)
-                    for hook in self.on_follower:
-                        hook(topic_name, index, state.leader_epoch)
+                    if was_leader:  # coordinators resign what they led, nothing else
+                        for hook in self.on_follower:
+                            hook(topic_name, index, state.leader_epoch)
 
     def _remove_partition(self, part: Partition, delete: bool) -> None:
         if self.fetchers is not None:
             self.fetchers.remove_partition(part)
+        was_leader = part.is_leader
         part.make_follower(NO_LEADER, part.leader_epoch, part.partition_epoch, [], [])
-        for hook in self.on_follower:
-            hook(part.topic, part.index, part.leader_epoch)
+        if was_leader:
+            for hook in self.on_follower:
+                hook(part.topic, part.index, part.leader_epoch)
         self.partitions.pop((part.topic, part.index), None)
         if delete:
             self.log_manager.delete_log(part.topic, part.index)

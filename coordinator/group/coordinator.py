@@ -241,7 +241,10 @@ class GroupCoordinator:
 
     async def _load_partitions(self, partitions: list[int]) -> None:
         started = time.monotonic()
-        log.info("group_metadata_load_started", topic=OFFSETS_TOPIC, partitions=len(partitions))
+        # One partition gained by an election is logged only if it held something (below).
+        quiet = len(partitions) == 1
+        (log.debug if quiet else log.info)("group_metadata_load_started", topic=OFFSETS_TOPIC,
+                                           partitions=len(partitions))
         total_groups = total_offsets = 0
         for done, p in enumerate(sorted(partitions), 1):
             t0 = time.monotonic()
@@ -275,8 +278,10 @@ class GroupCoordinator:
                          records=loaded.records, end_offset=loaded.end_offset, groups=groups,
                          offsets=offsets, skipped=loaded.skipped, progress=f"{done}/{len(partitions)}",
                          seconds=round(time.monotonic() - t0, 3))
-        log.info("group_metadata_load_finished", topic=OFFSETS_TOPIC, partitions=len(partitions),
-                 groups=total_groups, offsets=total_offsets, seconds=round(time.monotonic() - started, 3))
+        quiet = quiet and not total_groups and not total_offsets
+        (log.debug if quiet else log.info)(
+            "group_metadata_load_finished", topic=OFFSETS_TOPIC, partitions=len(partitions),
+            groups=total_groups, offsets=total_offsets, seconds=round(time.monotonic() - started, 3))
 
     def _apply_loaded(self, loaded: LoadedPartition) -> tuple[int, int]:
         """Build the groups of one partition (Kafka's ``loadGroup`` + ``onGroupLoaded``)."""

@@ -196,6 +196,21 @@ class DevCluster:
         with open(os.path.join(self.data_dir, "etcd.log"), "a") as out:
             self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         _wait_port(self.etcd_port, timeout, self.etcd, "etcd", self.etcd_host)
+        self._wait_etcd_healthy(timeout)
+
+    def _wait_etcd_healthy(self, timeout: float) -> None:
+        """Until etcd answers /health with a leader (the port opens before that)."""
+        import urllib.request
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{self.etcd_host}:{self.etcd_port}/health", timeout=2) as r:
+                    if json.loads(r.read()).get("health") == "true":
+                        return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"etcd on {self.etcd_port} was not healthy within {timeout}s")
 
     def stop_etcd(self) -> None:
         if self.etcd is not None and self.etcd.poll() is None:

@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Callable, Iterable
 
 import aetcd
+import grpc
 import structlog
 from aetcd import exceptions as etcd_errors
 
@@ -47,7 +48,8 @@ from .store import PRODUCER_ID_BLOCK_SIZE, new_cluster_id
 log = structlog.get_logger("controller.etcd")
 
 MAX_TXN_OPS = 120
-ETCD_ERRORS = (etcd_errors.ClientError, OSError, asyncio.TimeoutError)
+ETCD_ERRORS = (etcd_errors.ClientError, grpc.aio.AioRpcError, OSError, asyncio.TimeoutError)
+CONNECT_ATTEMPT_S = 30.0  # at start-up etcd may still be electing itself: keep trying this long
 
 
 class RegistrationConflict(Exception):
@@ -97,8 +99,17 @@ class EtcdMetadataStore(MetadataCache):
 
     async def start(self, registration: BrokerRegistration, wait_s: float | None = None) -> None:
         """Connect, settle the cluster id, register this broker and load the image."""
-        await self.client.connect()
-        await self._ensure_cluster_id()
+        deadline = time.monotonic() + CONNECT_ATTEMPT_S
+        while True:
+            try:
+                await self.client.connect()
+                await self._ensure_cluster_id()
+                break
+            except ETCD_ERRORS as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log.info("waiting_for_etcd", error=repr(exc)[:200])
+                await asyncio.sleep(0.5)
         await self._register(registration, self.ttl * 2 + 2 if wait_s is None else wait_s)
         await self._reload()
         loop = asyncio.get_running_loop()

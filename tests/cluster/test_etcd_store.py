@@ -1,0 +1,94 @@
+"""The etcd metadata store against a real etcd: compare-and-swap, the watched image, and a
+full reload when the watch resumes below etcd's compaction point."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aetcd
+import pytest
+
+from broker.devcluster import DevCluster
+from coordinator.controller.etcd_store import EtcdMetadataStore
+from coordinator.controller.metadata import BrokerRegistration
+from tests.support.cluster import require_etcd
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory):
+    require_etcd()
+    cluster = DevCluster(str(tmp_path_factory.mktemp("etcd-only")), nodes=0)
+    cluster.start_etcd()
+    yield f"127.0.0.1:{cluster.etcd_port}"
+    cluster.stop_etcd()
+
+
+async def _wait(condition, timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_watch_resumes_after_compaction_with_a_full_reload(etcd, tmp_path):
+    async def scenario():
+        store = EtcdMetadataStore(1, etcd, prefix="/compaction-test", session_timeout_ms=3000)
+        changes = []
+        store.listeners.append(lambda parts, deleted: changes.append((set(parts), set(deleted))))
+        await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
+        try:
+            await store.create_topic("kept", [[1]], {})
+            await store.create_topic("gone", [[1]], {})
+            # The watch is down (as during an etcd outage) while the cluster moves on ...
+            watch_task = store._tasks[1]
+            watch_task.cancel()
+            await asyncio.wait([watch_task])
+            other = aetcd.Client(host="127.0.0.1", port=int(etcd.rsplit(":", 1)[1]))
+            await other.delete_prefix(b"/compaction-test/topics/gone")
+            await other.delete_prefix(b"/compaction-test/partitions/gone/")
+            raw = json.loads((await other.get(b"/compaction-test/partitions/kept/0")).value)
+            raw["leader_epoch"] = 7
+            put = await other.put(b"/compaction-test/partitions/kept/0", json.dumps(raw).encode())
+            # ... and etcd compacts past the revision the image stopped at.
+            await other.compact(put.header.revision)
+            await other.close()
+            assert store.revision < put.header.revision
+            changes.clear()
+            store._tasks[1] = asyncio.get_running_loop().create_task(store._watch_loop())
+            await _wait(lambda: "gone" not in store.topics
+                        and store.partition("kept", 0).leader_epoch == 7)
+            assert any(("gone", 0) in parts and "gone" in deleted for parts, deleted in changes)
+            assert any(("kept", 0) in parts for parts, _ in changes)
+        finally:
+            await store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_changes_only_at_the_revision_it_was_read(etcd):
+    async def scenario():
+        store = EtcdMetadataStore(1, etcd, prefix="/cas-test", session_timeout_ms=3000)
+        await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
+        try:
+            topic = await store.create_topic("t", [[1]], {})
+            state = topic.partitions[0]
+            from dataclasses import replace
+            first = await store.alter_partitions([("t", 0, replace(state, leader_epoch=1), state.mod_revision)],
+                                                 wait=True)
+            stale = await store.alter_partitions([("t", 0, replace(state, leader_epoch=2), state.mod_revision)],
+                                                 wait=True)
+            assert first == {("t", 0)} and stale == set()
+            assert store.partition("t", 0).leader_epoch == 1
+            epoch = await store.campaign()
+            assert epoch > 0
+            await _wait(lambda: store.controller_id == 1)
+            current = store.partition("t", 0)
+            wrong = await store.alter_partitions([("t", 0, replace(current, leader_epoch=5), current.mod_revision)],
+                                                 controller_epoch=epoch + 1000)
+            assert wrong == set()
+        finally:
+            await store.stop()
+
+    asyncio.run(scenario())

@@ -88,7 +88,10 @@ class Broker:
             self.metadata.elect_self_leader_everywhere()
         load_dynamic_broker_configs(self)  # dynamic broker configs apply before partitions open
         await asyncio.to_thread(self.replica_manager.open_assigned)
-        self.replica_manager.apply_delta(set(self.replica_manager.partitions), set())
+        # From here every change is applied as it comes; then everything the image has now.
+        self.metadata.listeners.append(self._on_metadata_change)
+        self.replica_manager.apply_delta({(t.name, i) for t in self.metadata.topics.values()
+                                          for i in range(len(t.partitions))}, set())
         self.log_manager.mark_unclean()
         log.info("log_recovery_finished", partitions=len(self.replica_manager.partitions),
                  seconds=round(time.monotonic() - started, 3))
@@ -104,7 +107,6 @@ class Broker:
         await self.txn_coordinator.start()
         self.replica_manager.on_leader.append(self._coordinators_elected)
         self.replica_manager.on_follower.append(self._coordinators_resigned)
-        self.metadata.listeners.append(self._on_metadata_change)
         if self.clustered:
             self.controller = Controller(self.metadata, self.config)
             self.metadata.broker_listeners.append(self.controller.wake)

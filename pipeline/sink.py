@@ -40,7 +40,8 @@ TAIL = 64  # progress records read back before widening the scan
 # librdkafka recovers from them by itself (new metadata, new connection), so the call is retried.
 TRANSIENT = frozenset({
     KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._TIMED_OUT, KafkaError._WAIT_COORD, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError._TIMED_OUT, KafkaError._WAIT_COORD, KafkaError._UNKNOWN_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_ENOUGH_REPLICAS,
     KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError.REQUEST_TIMED_OUT,
@@ -123,6 +124,18 @@ def _watermarks_client(bootstrap: str) -> Consumer:
     return _CONSUMERS[key]
 
 
+def _watermarks(bootstrap: str, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """(low, high) of ``tp``, retried across a failover. A client that failed is replaced: with
+    no assignment it does not refresh the metadata that still names the dead leader."""
+    def query(left: float) -> tuple[int, int]:
+        try:
+            return _watermarks_client(bootstrap).get_watermark_offsets(tp, timeout=min(left, 5.0), cached=False)
+        except KafkaException:
+            _CONSUMERS.pop((bootstrap, "read_uncommitted")).close()
+            raise
+    return retrying(query, timeout)
+
+
 def close_consumers() -> None:
     """Close the cached watermark clients (tests; worker processes just exit)."""
     while _CONSUMERS:
@@ -138,8 +151,7 @@ def last_committed_batch(spec: SinkSpec, run_id: str, partition: int, timeout: f
     """
     key = spec.progress_key(run_id, partition)
     tp = TopicPartition(spec.progress_topic, spec.progress_base + partition)
-    low, high = retrying(lambda left: _watermarks_client(spec.bootstrap).get_watermark_offsets(
-        tp, timeout=left, cached=False), timeout)
+    low, high = _watermarks(spec.bootstrap, tp, timeout)
     if high <= low:
         return None
     # a fresh reader per check: no event of an earlier assignment can be taken for this one's end

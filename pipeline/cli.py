@@ -34,6 +34,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--watermark", default="10 minutes")
     ap.add_argument("--shuffle-partitions", type=int, default=3, help="pinned by the checkpoint's first run")
     ap.add_argument("--output-partitions", type=int, default=3, help="for topics the job creates")
+    ap.add_argument("--replication-factor", type=int, default=-1,
+                    help="for topics the job creates; -1: the broker's default.replication.factor")
     ap.add_argument("--max-offsets-per-trigger", type=int, default=5000)
     ap.add_argument("--trigger-seconds", type=float, default=0.0, help="0: next batch as soon as possible")
     ap.add_argument("--idle-timeout", type=float, default=None,
@@ -55,6 +57,7 @@ def config_from(args: argparse.Namespace) -> PipelineConfig:
         dead_letter_topic=args.dead_letter_topic, progress_topic=args.progress_topic,
         app_name=args.app_name, window=args.window, watermark=args.watermark,
         shuffle_partitions=args.shuffle_partitions, output_partitions=args.output_partitions,
+        replication_factor=args.replication_factor,
         max_offsets_per_trigger=args.max_offsets_per_trigger or None, trigger_seconds=args.trigger_seconds,
         idle_timeout=args.idle_timeout, starting_offsets=args.starting_offsets,
         ending_offsets=args.ending_offsets, master=args.master, spark_conf=conf,

@@ -31,6 +31,7 @@ class PipelineConfig:
     watermark: str = "10 minutes"
     shuffle_partitions: int = 3
     output_partitions: int = 3
+    replication_factor: int = -1  # of the topics the job creates; -1: the broker's default
     max_offsets_per_trigger: int | None = 5000
     trigger_seconds: float = 0.0
     idle_timeout: float | None = None

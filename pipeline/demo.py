@@ -54,7 +54,7 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
 
 def load_input(bootstrap: str, topic: str, events: int, malformed: int) -> sample.Sample:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
+    admin.create_topics([NewTopic(topic, 3, -1)])  # -1: the broker's default[topic].result(15)
     data = sample.generate(events, malformed, seed=2026)
     eoi = sample.end_of_input(data.last_ts, 5 * 60_000, 10 * 60_000)
     sample.load(bootstrap, topic, data.records + [(b"end", eoi)])

@@ -60,12 +60,14 @@ def require_topic(meta: ClusterMetadata, topic: str, bootstrap: str) -> int:
 
 
 def ensure_topic(admin: AdminClient, meta: ClusterMetadata, topic: str, partitions: int,
-                 config: dict[str, str] | None = None) -> int:
-    """Create ``topic`` when missing; its partition count."""
+                 config: dict[str, str] | None = None, replication_factor: int = -1) -> int:
+    """Create ``topic`` when missing (``replication_factor`` -1: the broker's
+    ``default.replication.factor``); its partition count."""
     info = meta.topics.get(topic)
     if info is not None and info.error is None:
         return len(info.partitions)
-    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=10)
+    new = NewTopic(topic, partitions, replication_factor, config=config or {})
+    futures = admin.create_topics([new], operation_timeout=10)
     try:
         futures[topic].result(timeout=15)
     except KafkaException as exc:
@@ -80,9 +82,11 @@ def prepare(cfg: PipelineConfig) -> tuple[SinkSpec, SinkSpec]:
     admin = admin_client(cfg.bootstrap_servers)
     meta = cluster_metadata(admin, cfg.bootstrap_servers)
     require_topic(meta, cfg.input_topic, cfg.bootstrap_servers)
-    n_out = ensure_topic(admin, meta, cfg.output_topic, cfg.output_partitions)
-    n_dlq = ensure_topic(admin, meta, cfg.dead_letter_topic, cfg.output_partitions)
-    n_progress = ensure_topic(admin, meta, cfg.progress_topic, n_out + n_dlq, PROGRESS_TOPIC_CONFIG)
+    rf = cfg.replication_factor
+    n_out = ensure_topic(admin, meta, cfg.output_topic, cfg.output_partitions, replication_factor=rf)
+    n_dlq = ensure_topic(admin, meta, cfg.dead_letter_topic, cfg.output_partitions, replication_factor=rf)
+    n_progress = ensure_topic(admin, meta, cfg.progress_topic, n_out + n_dlq, PROGRESS_TOPIC_CONFIG,
+                              replication_factor=rf)
     if n_progress < n_out + n_dlq:
         raise PipelineError(f"progress topic '{cfg.progress_topic}' has {n_progress} partitions, "
                             f"needs {n_out + n_dlq} (one per output partition)")

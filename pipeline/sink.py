@@ -36,6 +36,35 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 TAIL = 64  # progress records read back before widening the scan
 
+# Client-side errors of a broker going away or a leader/coordinator moving (cluster failover):
+# librdkafka recovers from them by itself (new metadata, new connection), so the call is retried.
+TRANSIENT = frozenset({
+    KafkaError._DESTROY_BROKER, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._TIMED_OUT, KafkaError._WAIT_COORD, KafkaError._UNKNOWN_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, KafkaError.REQUEST_TIMED_OUT,
+})
+
+
+def transient(err: KafkaError) -> bool:
+    """An error that a retry after a failover can clear (never a fatal one: fenced, etc.)."""
+    return not err.fatal() and (err.code() in TRANSIENT or err.retriable())
+
+
+def retrying(call, timeout: float):
+    """``call(remaining_seconds)`` until it returns, retrying transient Kafka errors for ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call(max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if err is None or not transient(err) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
+
 
 @dataclass(frozen=True)
 class SinkSpec:
@@ -72,7 +101,8 @@ def _producer(spec: SinkSpec, run_id: str, partition: int) -> Producer:
 def fence(spec: SinkSpec, run_id: str, timeout: float = 60.0) -> None:
     """Fence every partition's transactional id of this run (aborts zombies' open transactions)."""
     for partition in range(spec.partitions):
-        _producer(spec, run_id, partition).init_transactions(timeout)
+        producer = _producer(spec, run_id, partition)
+        retrying(producer.init_transactions, timeout)
 
 
 _CONSUMERS: dict[tuple[str, str], Consumer] = {}
@@ -94,6 +124,18 @@ def _watermarks_client(bootstrap: str) -> Consumer:
     return _CONSUMERS[key]
 
 
+def _watermarks(bootstrap: str, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """(low, high) of ``tp``, retried across a failover. A client that failed is replaced: with
+    no assignment it does not refresh the metadata that still names the dead leader."""
+    def query(left: float) -> tuple[int, int]:
+        try:
+            return _watermarks_client(bootstrap).get_watermark_offsets(tp, timeout=min(left, 5.0), cached=False)
+        except KafkaException:
+            _CONSUMERS.pop((bootstrap, "read_uncommitted")).close()
+            raise
+    return retrying(query, timeout)
+
+
 def close_consumers() -> None:
     """Close the cached watermark clients (tests; worker processes just exit)."""
     while _CONSUMERS:
@@ -109,7 +151,7 @@ def last_committed_batch(spec: SinkSpec, run_id: str, partition: int, timeout: f
     """
     key = spec.progress_key(run_id, partition)
     tp = TopicPartition(spec.progress_topic, spec.progress_base + partition)
-    low, high = _watermarks_client(spec.bootstrap).get_watermark_offsets(tp, timeout=timeout, cached=False)
+    low, high = _watermarks(spec.bootstrap, tp, timeout)
     if high <= low:
         return None
     # a fresh reader per check: no event of an earlier assignment can be taken for this one's end
@@ -142,6 +184,8 @@ def _scan_for_key(consumer: Consumer, tp: TopicPartition, start: int, end: int, 
             if msg.offset() >= end:
                 return found
             continue
+        if err is not None and transient(err):
+            continue  # a leader moving: the consumer fetches from the new one by itself
         if err is not None:
             raise KafkaException(err)
         if msg.key() == key:
@@ -170,7 +214,7 @@ def write_partition(spec: SinkSpec, run_id: str, batch_id: int, partition: int,
         return stats
     t0 = time.perf_counter()
     producer = _producer(spec, run_id, partition)
-    producer.init_transactions(60)
+    retrying(producer.init_transactions, 60)
     done = last_committed_batch(spec, run_id, partition)
     if done is not None and done >= batch_id:
         stats["skipped"] = len(records)
@@ -183,7 +227,7 @@ def write_partition(spec: SinkSpec, run_id: str, batch_id: int, partition: int,
     _produce(producer, spec.progress_topic, spec.progress_base + partition,
              spec.progress_key(run_id, partition), progress.encode())
     try:
-        producer.commit_transaction(60)
+        retrying(producer.commit_transaction, 60)  # a retriable commit may be called again
     except KafkaException as exc:
         if exc.args and exc.args[0].txn_requires_abort():
             producer.abort_transaction(60)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import Callable
 
 import structlog
@@ -46,6 +47,7 @@ class ReplicaFetcher:
         self.on_fetched = on_fetched
         self.task = asyncio.get_running_loop().create_task(self._run())
         self._failures = 0
+        self._last_failure_log = 0.0
 
     def add(self, part: Partition) -> None:
         self.partitions[(part.topic, part.index)] = part
@@ -70,24 +72,34 @@ class ReplicaFetcher:
                 await self.changed.wait()
                 continue
             fetched = dict(self.partitions)
-            request = self._build_request(fetched)
             try:
+                request = self._build_request(fetched)
                 response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request,
                                                           decoder=decode_fetch_response_v12)
-            except (ConnectionError, OSError, TimeoutError) as exc:
-                self._failures += 1
-                if self._failures in (1, 10) or self._failures % 100 == 0:
-                    log.warning("replica_fetch_failed", leader=self.leader_id, error=str(exc),
-                                failures=self._failures)
+                error_code, topics = response
+                ok = not error_code and self._process(fetched, request, topics)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a replica must never stop fetching for good: log, back off, retry
+                self._fetch_failed(exc)
                 await asyncio.sleep(backoff)
                 continue
-            self._failures = 0
-            error_code, topics = response
-            if error_code:
+            if self._failures:
+                log.info("replica_fetch_recovered", leader=self.leader_id, failures=self._failures)
+                self._failures = 0
+            if not ok:
                 await asyncio.sleep(backoff)
-                continue
-            if not self._process(fetched, request, topics):
-                await asyncio.sleep(backoff)
+
+    def _fetch_failed(self, exc: Exception) -> None:
+        """Log the first failure and then one line every 10 s while they last."""
+        self._failures += 1
+        now = time.monotonic()
+        if self._failures == 1 or now - self._last_failure_log >= 10:
+            self._last_failure_log = now
+            if isinstance(exc, (ConnectionError, OSError, TimeoutError)):
+                log.warning("replica_fetch_failed", leader=self.leader_id, error=str(exc), failures=self._failures)
+            else:
+                log.exception("replica_fetch_failed", leader=self.leader_id, failures=self._failures)
 
     def _build_request(self, parts: dict[tuple[str, int], Partition]) -> FetchRequest:
         by_topic: dict[str, list[FetchPartition]] = {}
@@ -139,10 +151,16 @@ class ReplicaFetcher:
 
     def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> None:
         plog = part.log
+        before = (plog.log_end_offset, plog.leader_epochs.latest_epoch)
         epoch, end = plog.leader_epochs.end_offset_for(leader_epoch, plog.log_end_offset)
         target = min(leader_end_offset, plog.log_end_offset) if epoch == UNDEFINED_EPOCH \
             else min(end, leader_end_offset)
         part.truncate_to(max(target, plog.log_start_offset))
+        if (plog.log_end_offset, plog.leader_epochs.latest_epoch) == before:
+            # The same divergence would come back at once: say so instead of spinning silently.
+            log.warning("replica_divergence_unresolved", topic=part.topic, partition=part.index,
+                        leader=self.leader_id, leader_epoch=leader_epoch, leader_end_offset=leader_end_offset,
+                        log_end_offset=before[0], latest_epoch=before[1])
 
     def _out_of_range(self, part: Partition, pd) -> None:
         plog = part.log

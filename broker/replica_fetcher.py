@@ -48,6 +48,7 @@ class ReplicaFetcher:
         self.task = asyncio.get_running_loop().create_task(self._run())
         self._failures = 0
         self._last_failure_log = 0.0
+        self._last_divergence_log = 0.0
 
     def add(self, part: Partition) -> None:
         self.partitions[(part.topic, part.index)] = part
@@ -135,10 +136,10 @@ class ReplicaFetcher:
                     if pd.error_code == ErrorCode.offset_out_of_range:
                         self._out_of_range(part, pd)
                     continue
-                ok = True
                 if pd.diverging_epoch is not None and (pd.diverging_epoch[0] >= 0 or pd.diverging_epoch[1] >= 0):
-                    self._truncate(part, *pd.diverging_epoch)
+                    ok = self._truncate(part, *pd.diverging_epoch) or ok
                     continue
+                ok = True
                 try:
                     part.append_as_follower(pd.records if pd.records is not None else b"", pd.high_watermark,
                                             pd.log_start_offset)
@@ -149,7 +150,8 @@ class ReplicaFetcher:
                     self.on_fetched(part)
         return ok
 
-    def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> None:
+    def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> bool:
+        """Cut the log where it diverges from the leader's; False when nothing changed."""
         plog = part.log
         before = (plog.log_end_offset, plog.leader_epochs.latest_epoch)
         epoch, end = plog.leader_epochs.end_offset_for(leader_epoch, plog.log_end_offset)
@@ -157,10 +159,16 @@ class ReplicaFetcher:
             else min(end, leader_end_offset)
         part.truncate_to(max(target, plog.log_start_offset))
         if (plog.log_end_offset, plog.leader_epochs.latest_epoch) == before:
-            # The same divergence would come back at once: say so instead of spinning silently.
+            # The same divergence would come back at once: say so (every 10 s) instead of silently.
+            now = time.monotonic()
+            if now - self._last_divergence_log < 10:
+                return False
+            self._last_divergence_log = now
             log.warning("replica_divergence_unresolved", topic=part.topic, partition=part.index,
                         leader=self.leader_id, leader_epoch=leader_epoch, leader_end_offset=leader_end_offset,
                         log_end_offset=before[0], latest_epoch=before[1])
+            return False
+        return True
 
     def _out_of_range(self, part: Partition, pd) -> None:
         plog = part.log

@@ -283,6 +283,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="extra broker config, repeatable")
     args = ap.parse_args(argv)
     extra = dict(kv.split("=", 1) for kv in args.set)
+    with kraft_broker(port=args.port, keep=args.keep, extra_config=extra) as kb:
+        print(kb.bootstrap, flush=True)
+        print(f"# pid {kb.pid}, workdir {kb.workdir}, log {kb.log_file}", file=sys.stderr, flush=True)
+        run_until_signal(lambda: kb.proc is not None and kb.proc.poll() is None)
+    return 0
+
+
+def run_until_signal(alive) -> None:
+    """Block until SIGTERM/SIGINT or until ``alive()`` turns false (the command-line launchers)."""
     stop = False
 
     def _sig(*_):
@@ -291,12 +300,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _sig)
     signal.signal(signal.SIGINT, _sig)
-    with kraft_broker(port=args.port, keep=args.keep, extra_config=extra) as kb:
-        print(kb.bootstrap, flush=True)
-        print(f"# pid {kb.pid}, workdir {kb.workdir}, log {kb.log_file}", file=sys.stderr, flush=True)
-        while not stop and kb.proc is not None and kb.proc.poll() is None:
-            time.sleep(0.5)
-    return 0
+    while not stop and alive():
+        time.sleep(0.5)
 
 
 if __name__ == "__main__":

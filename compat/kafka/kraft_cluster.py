@@ -53,6 +53,7 @@ from compat.kafka.kraft import (  # noqa: E402
     fetch_kafka,
     free_port,
     random_cluster_id,
+    run_until_signal,
 )
 
 DEFAULT_CLUSTER_HEAP = "-Xmx512M -Xms512M"
@@ -330,19 +331,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="extra config for every node, repeatable")
     args = ap.parse_args(argv)
     extra = dict(kv.split("=", 1) for kv in args.set)
-    stop = False
-
-    def _sig(*_):
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, _sig)
-    signal.signal(signal.SIGINT, _sig)
     with kraft_cluster(nodes=args.nodes, heap_opts=args.heap, keep=args.keep, extra_config=extra) as kc:
         print(kc.bootstrap, flush=True)
         print(f"# pids {kc.pids}, workdir {kc.workdir}", file=sys.stderr, flush=True)
-        while not stop and any(n.alive for n in kc.nodes.values()):
-            time.sleep(0.5)
+        run_until_signal(lambda: any(n.alive for n in kc.nodes.values()))
     return 0
 
 

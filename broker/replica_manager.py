@@ -23,7 +23,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import structlog
 
@@ -64,7 +63,7 @@ class ReplicaManager:
         # Coordinator hooks: (topic, partition, leader_epoch) on becoming leader / follower.
         self.on_leader: list[Callable[[str, int, int], None]] = []
         self.on_follower: list[Callable[[str, int, int], None]] = []
-        self._isr_tasks: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()  # ISR writes, internal-topic creation
         self._creating: set[str] = set()
 
     @property
@@ -296,8 +295,8 @@ class ReplicaManager:
             self._creating.add(name)
             task = asyncio.get_running_loop().create_task(
                 self._create_internal(name, num_partitions, replication_factor, configs))
-            self._isr_tasks.add(task)
-            task.add_done_callback(self._isr_tasks.discard)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         raise KafkaError(ErrorCode.coordinator_not_available, f"{name} is being created")
 
     async def _create_internal(self, name: str, n: int, rf: int, configs: dict[str, str]) -> None:
@@ -393,8 +392,8 @@ class ReplicaManager:
             return
         part.pending_isr = isr
         task = asyncio.get_running_loop().create_task(self._alter_isr(part, isr, reason))
-        self._isr_tasks.add(task)
-        task.add_done_callback(self._isr_tasks.discard)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _alter_isr(self, part: Partition, isr: list[int], reason: str) -> None:
         state = self.metadata.partition(part.topic, part.index)
@@ -437,9 +436,6 @@ class ReplicaManager:
 
     def led_partitions(self) -> list[Partition]:
         return [p for p in self.partitions.values() if p.is_leader]
-
-    def describe(self) -> dict[str, Any]:
-        return {"partitions": len(self.partitions), "leading": len(self.led_partitions())}
 
 
 def _fsync_all(logs: list[Log]) -> None:

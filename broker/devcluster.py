@@ -12,11 +12,13 @@ restart or wipe single nodes and to stop etcd.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -32,6 +34,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def terminate(proc: subprocess.Popen | None, timeout: float) -> int:
+    """SIGTERM (a broker's controlled shutdown), then SIGKILL if it does not exit in time."""
+    if proc is None or proc.poll() is not None:
+        return proc.returncode if proc else 0
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(5)
+
+
 def etcd_binary() -> str | None:
     for candidate in ETCD_CANDIDATES:
         found = shutil.which(candidate)
@@ -40,8 +54,8 @@ def etcd_binary() -> str | None:
     return None
 
 
-def _wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None, what: str = "",
-               host: str = "127.0.0.1") -> None:
+def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | None = None,
+                  what: str = "broker", host: str = "127.0.0.1") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -97,18 +111,10 @@ class Node:
         return self
 
     def wait_listening(self, timeout: float) -> None:
-        _wait_port(self.port, timeout, self.proc, f"broker {self.node_id}", self.host)
+        wait_for_port(self.port, timeout, self.proc, f"broker {self.node_id}", self.host)
 
     def stop(self, timeout: float = 40.0) -> int:
-        """SIGTERM (controlled shutdown), then SIGKILL if it does not exit in time."""
-        if not self.alive:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
+        return terminate(self.proc, timeout)
 
     def kill9(self) -> None:
         if self.alive:
@@ -195,7 +201,7 @@ class DevCluster:
                "--heartbeat-interval", "100", "--election-timeout", "500", "--log-level", "warn"]
         with open(os.path.join(self.data_dir, "etcd.log"), "a") as out:
             self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        _wait_port(self.etcd_port, timeout, self.etcd, "etcd", self.etcd_host)
+        wait_for_port(self.etcd_port, timeout, self.etcd, "etcd", self.etcd_host)
         self._wait_etcd_healthy(timeout)
 
     def _wait_etcd_healthy(self, timeout: float) -> None:
@@ -280,30 +286,25 @@ class DevCluster:
 
 
 def metadata_broker_ids(host: str, port: int, timeout: float = 2.0) -> list[int]:
-    """Send Metadata v1 with an empty topic list; return the brokers it lists."""
-    import struct
+    """The brokers a Metadata v1 request (no topics) lists, through the project's codec."""
+    from kio.serial import entity_reader, entity_writer
+
+    from protocol.api import request_class, response_class
+    from protocol.codec import build
+
+    out = io.BytesIO()
+    entity_writer(request_class(3, 1))(out, build(request_class(3, 1), {"topics": []}))
     client_id = b"devcluster"
-    body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + struct.pack(">i", 0)
+    body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + out.getvalue()
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        data = _recv(s, size)
-    pos = 4
-    (n,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    ids = []
-    for _ in range(n):
-        (node_id,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        (hl,) = struct.unpack_from(">h", data, pos)
-        pos += 2 + hl + 4
-        (rl,) = struct.unpack_from(">h", data, pos)
-        pos += 2 + max(rl, 0)
-        ids.append(node_id)
-    return ids
+        size = struct.unpack(">i", _recv_exact(s, 4))[0]
+        frame = _recv_exact(s, size)
+    response, _ = entity_reader(response_class(3, 1))(frame, 4)  # after the correlation id
+    return [b.node_id for b in response.brokers]
 
 
-def _recv(s: socket.socket, n: int) -> bytes:
+def _recv_exact(s: socket.socket, n: int) -> bytes:
     buf = b""
     while len(buf) < n:
         chunk = s.recv(n - len(buf))

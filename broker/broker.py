@@ -97,7 +97,9 @@ class Broker:
                  seconds=round(time.monotonic() - started, 3))
         await self.producer_ids.start()
         from coordinator.group.coordinator import GroupCoordinator
-        self.group_coordinator = GroupCoordinator(self)
+
+        from .coordinator_services import BrokerCoordinatorServices
+        self.group_coordinator = GroupCoordinator(BrokerCoordinatorServices(self))
         await self.group_coordinator.start()
         from coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -202,13 +204,13 @@ class Broker:
 
     def _coordinators_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic == "__consumer_offsets" and self.group_coordinator is not None:
-            self.group_coordinator.on_become_leader(partition)
+            self.group_coordinator.on_become_leader(partition, leader_epoch)
         elif topic == "__transaction_state" and self.txn_coordinator is not None:
             self.txn_coordinator.on_election(partition, leader_epoch)
 
     def _coordinators_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic == "__consumer_offsets" and self.group_coordinator is not None:
-            self.group_coordinator.on_resign(partition)
+            self.group_coordinator.on_resign(partition, leader_epoch)
         elif topic == "__transaction_state" and self.txn_coordinator is not None:
             self.txn_coordinator.on_resignation(partition, leader_epoch)
 

@@ -197,7 +197,7 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
     transaction coordinator whether the partition is in its ongoing transaction.
 
     The coordinator may be on another broker: then AddPartitionsToTxn v4 (verify_only) goes
-    to it, one request per produce request and producer. Returns (topic, partition) -> error
+    to it, batched per coordinator node (``broker/txn_verification.py``). Returns (topic, partition) -> error
     code for the partitions that failed. Errors are mapped as Kafka maps them on the produce
     path: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE ->
     INVALID_TXN_STATE before Produce v11, and coordinator errors (NOT_COORDINATOR,
@@ -226,16 +226,9 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
     failed = {}
     if not pending:
         return failed
-    txn_id = request.transactional_id
-    code, node = coordinator.coordinator_node(txn_id)
     for (producer_id, producer_epoch), partitions in pending.items():
-        if code:
-            errors = {tp: code for tp in partitions}
-        elif node == broker.node_id:
-            errors = await coordinator.verify_partitions(txn_id, producer_id, producer_epoch, partitions)
-        else:
-            errors = await broker.txn_services.verify_partitions_remote(node, txn_id, producer_id,
-                                                                        producer_epoch, partitions)
+        errors = await broker.txn_services.verify_partitions(request.transactional_id, producer_id,
+                                                             producer_epoch, partitions)
         for tp, code in errors.items():
             if code:
                 failed[tp] = _produce_error(ErrorCode(code), ctx.api_version)

@@ -5,10 +5,11 @@ Behavior:
   transactional batch and held pending by the group coordinator until the transaction's
   marker lands (COMMIT makes them visible, ABORT drops them); OffsetFetch with require_stable
   answers UNSTABLE_OFFSET_COMMIT meanwhile.
-- KIP-890 verification first (``transaction.partition.verification.enable``, when this
-  broker coordinates the transactional id): the group's ``__consumer_offsets`` partition must
-  be in the producer's transaction (AddOffsetsToTxn), else INVALID_TXN_STATE; a stale
-  producer epoch is INVALID_PRODUCER_EPOCH.
+- KIP-890 verification first (``transaction.partition.verification.enable``): the group's
+  ``__consumer_offsets`` partition must be in the producer's transaction (AddOffsetsToTxn),
+  else INVALID_TXN_STATE; a stale producer epoch is INVALID_PRODUCER_EPOCH. The transaction
+  coordinator is asked where it is (AddPartitionsToTxn v4 verify_only to its broker);
+  while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable).
 - KIP-447 fencing (v3+): a stale generation gets ILLEGAL_GENERATION, an unknown member
   UNKNOWN_MEMBER_ID.
 
@@ -26,24 +27,30 @@ from ..server import RequestContext
 
 
 async def _verification_error(ctx: RequestContext, request) -> int:
-    """Kafka's verification of the offsets partition, errors as the produce path maps them."""
+    """Kafka's verification of the group's offsets partition, errors as Kafka maps them for
+    TxnOffsetCommit; the transaction coordinator may be on another broker."""
     broker = ctx.services
-    coordinator = broker.txn_coordinator
     if not broker.config["transaction.partition.verification.enable"] or not request.transactional_id \
-            or not coordinator.is_coordinator_for(request.transactional_id) \
             or broker.group_coordinator.coordinator_error(request.group_id):
         return 0  # (group errors first, as in Kafka: the group coordinator answers them)
     try:
         tp = (OFFSETS_TOPIC, broker.group_coordinator.partition_for(request.group_id))
     except KafkaError:
         return 0
-    code = (await coordinator.verify_partitions(request.transactional_id, request.producer_id,
-                                                request.producer_epoch, [tp]))[tp]
-    if code == ErrorCode.producer_fenced:
+    code = (await broker.txn_services.verify_partitions(request.transactional_id, request.producer_id,
+                                                        request.producer_epoch, [tp]))[tp]
+    if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
         return ErrorCode.invalid_producer_epoch
-    if code == ErrorCode.transaction_abortable:  # TRANSACTION_ABORTABLE only from v5
+    if code in (ErrorCode.transaction_abortable, ErrorCode.invalid_txn_state):  # ABORTABLE only from v5
         return ErrorCode.invalid_txn_state
-    return 0  # anything else is decided by the group coordinator and the log
+    if code in _RETRIABLE:
+        return ErrorCode.coordinator_not_available
+    return code
+
+
+# A coordinator that cannot answer yet: the producer retries the commit.
+_RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+              ErrorCode.concurrent_transactions, ErrorCode.network_exception, ErrorCode.request_timed_out)
 
 
 @register(28, 0, 4)

@@ -2,9 +2,10 @@
 
 Owns: the groups whose ``__consumer_offsets`` partition this broker leads (created on first
 use, as Kafka does on FindCoordinator), their rebalances, and their committed offsets, which
-are appended to ``__consumer_offsets`` in Kafka's record format (:mod:`.metadata`) before
-they are acknowledged and rebuilt from it on start (:mod:`.loader`; ``COORDINATOR_LOAD_IN_PROGRESS``
-until a partition is loaded). Semantics follow Kafka's classic ``GroupCoordinator`` /
+are appended to ``__consumer_offsets`` in Kafka's record format (:mod:`.metadata`) with acks=all
+and applied only once durable, and rebuilt from it when this broker becomes the partition's
+leader (:mod:`.loader`; ``COORDINATOR_LOAD_IN_PROGRESS`` until the partition is loaded,
+``NOT_COORDINATOR`` once leadership moved, see :mod:`coordinator.runtime`). Semantics follow Kafka's classic ``GroupCoordinator`` /
 ``GroupMetadataManager`` (core/src/main/scala/kafka/coordinator/group), method by method;
 the Kafka method a piece of code mirrors is named in its docstring.
 
@@ -12,18 +13,19 @@ Concurrency: everything runs on the event loop. A parked JoinGroup or SyncGroup 
 kept on its member (Kafka's ``awaitingJoinCallback`` / ``awaitingSyncCallback``), so it only
 holds its own connection. Kafka's purgatories become ``loop.call_later`` timers: the session
 timeout of each member, the rebalance (DelayedJoin / InitialDelayedJoin), the pending-SyncGroup
-expiry (DelayedSync) and the MEMBER_ID_REQUIRED pending-member expiry. Appends to the local
-log are synchronous, so no state can change between an append and the update it guards.
+expiry (DelayedSync) and the MEMBER_ID_REQUIRED pending-member expiry. State changes wait for
+their append; the append's completion checks that the partition is still owned at the epoch the
+write was decided under, and (for group metadata) that the group is still in the generation
+that wrote it, as Kafka's callbacks do. Offsets in flight are pending meanwhile
+(UNSTABLE_OFFSET_COMMIT to require_stable fetches).
 
 Transactional offset commits (extension point): ``txn_offset_commit`` validates and appends
 the offsets in a transactional batch (producer id/epoch) and parks them in
 ``GroupMetadata.pending_txn_offsets``; when the COMMIT/ABORT marker lands on an
 ``__consumer_offsets`` partition, whoever writes it calls ``complete_txn_offset_commits``.
-Loading already applies markers found in the log. The TxnOffsetCommit handler is a later task.
+Loading already applies markers found in the log.
 
-Differs from Kafka: single broker, so this broker leads every ``__consumer_offsets``
-partition (``on_become_leader`` / ``on_resign`` are the hooks for a cluster); offsets of a
-Stable group do not expire (only Empty and simple groups' offsets do, as in Kafka
+Differs from Kafka: offsets of a Stable group do not expire (only Empty and simple groups' offsets do, as in Kafka
 ``offsets.retention.minutes`` after the group emptied); KIP-848 consumer groups are not
 supported.
 """
@@ -41,6 +43,7 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 
+from ..runtime import PartitionOwnership, append_error, error_name, load_with_retry
 from .loader import LoadedPartition, read_offsets_partition
 from .metadata import (
     OFFSETS_TOPIC,
@@ -51,6 +54,7 @@ from .metadata import (
     offset_commit_record,
     partition_for,
 )
+from .services import GroupServices
 from .state import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, now_ms
 
 log = structlog.get_logger("coordinator.group")
@@ -59,7 +63,6 @@ UNKNOWN_MEMBER_ID = ""
 NO_GENERATION = -1
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 INVALID_OFFSET = -1
-LOAD_ATTEMPTS = 3
 
 EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
                                               GroupState.COMPLETING_REBALANCE, GroupState.STABLE,
@@ -100,79 +103,86 @@ def _to_offset(value: OffsetCommitValue, log_offset: int | None) -> OffsetAndMet
 
 
 class GroupCoordinator:
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.replica_manager = broker.replica_manager
+    def __init__(self, services: GroupServices) -> None:
+        self.s = services
         self.groups: dict[str, GroupMetadata] = {}
-        self.owned_partitions: set[int] = set()
-        self.loading_partitions: set[int] = set()
+        self.ownership = PartitionOwnership()
         self.active = False
-        self._load_task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()  # loads, and writes no request awaits
         self._cleanup_task: asyncio.Task | None = None
 
     # --- configuration --------------------------------------------------------------------------
 
     @property
     def min_session_timeout_ms(self) -> int:
-        return self.config["group.min.session.timeout.ms"]
+        return self.s.config("group.min.session.timeout.ms")
 
     @property
     def max_session_timeout_ms(self) -> int:
-        return self.config["group.max.session.timeout.ms"]
+        return self.s.config("group.max.session.timeout.ms")
 
     @property
     def initial_rebalance_delay_ms(self) -> int:
-        return self.config["group.initial.rebalance.delay.ms"]
+        return self.s.config("group.initial.rebalance.delay.ms")
 
     @property
     def max_group_size(self) -> int:
-        return self.config["group.max.size"]
+        return self.s.config("group.max.size")
 
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start answering, and load every local ``__consumer_offsets`` partition in the background."""
+        """Start answering, and load every ``__consumer_offsets`` partition led here."""
         self.active = True
-        topic = self.replica_manager.topic(OFFSETS_TOPIC)
-        if topic is not None:
-            local = [p for p in range(len(topic.partitions))
-                     if (OFFSETS_TOPIC, p) in self.replica_manager.partitions
-                     and self.replica_manager.partitions[(OFFSETS_TOPIC, p)].is_leader]
-            self.loading_partitions.update(local)
-            self._load_task = asyncio.get_running_loop().create_task(self._load_partitions(local))
-        interval = self.config["offsets.retention.check.interval.ms"]
+        led = self.s.led_partitions(OFFSETS_TOPIC)
+        elected = [(p, epoch) for p, epoch in sorted(led.items()) if self.ownership.begin_load(p, epoch)]
+        if elected:
+            self._spawn(self._load_partitions(elected))
+        interval = self.s.config("offsets.retention.check.interval.ms")
         self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(interval))
 
     async def stop(self) -> None:
         self.active = False
-        for task in (self._load_task, self._cleanup_task):
+        for task in [*self._tasks, self._cleanup_task]:
             if task is not None and not task.done():
                 task.cancel()
                 try:
                     await task
-                except asyncio.CancelledError:
+                except (asyncio.CancelledError, Exception):
                     pass
         for group in list(self.groups.values()):
             self._shutdown_group(group, ErrorCode.not_coordinator)
         self.groups.clear()
+        self.ownership.clear()
 
-    def on_become_leader(self, partition: int) -> None:
-        """This broker now leads ``__consumer_offsets`` ``partition``: load it (Kafka onElection)."""
-        if partition in self.owned_partitions or partition in self.loading_partitions:
-            return
-        self.loading_partitions.add(partition)
-        asyncio.get_running_loop().create_task(self._load_partitions([partition]))
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
-    def on_resign(self, partition: int) -> None:
-        """Leadership of ``partition`` moved away: drop its groups (Kafka onResignation)."""
-        self.owned_partitions.discard(partition)
-        self.loading_partitions.discard(partition)
+    def on_become_leader(self, partition: int, epoch: int) -> None:
+        """This broker now leads ``__consumer_offsets`` ``partition`` at ``epoch``: load it
+        (Kafka's ``onElection``)."""
+        if self.ownership.begin_load(partition, epoch):
+            self._unload_groups(partition)  # anything left from an older epoch
+            self._spawn(self._load_partitions([(partition, epoch)]))
+
+    def on_resign(self, partition: int, epoch: int | None = None) -> None:
+        """Leadership of ``partition`` moved away: drop its groups (Kafka's ``onResignation``)."""
+        if self.ownership.resign(partition, epoch):
+            self._unload_groups(partition)
+
+    def _unload_groups(self, partition: int) -> None:
         n = self._num_partitions()
+        unloaded = 0
         for group in list(self.groups.values()):
             if n is not None and partition_for(group.group_id, n) == partition:
                 self._shutdown_group(group, ErrorCode.not_coordinator)
                 del self.groups[group.group_id]
+                unloaded += 1
+        if unloaded:
+            log.info("group_partition_unloaded", topic=OFFSETS_TOPIC, partition=partition, groups=unloaded)
 
     def _shutdown_group(self, group: GroupMetadata, error: int) -> None:
         """Cancel a group's timers and answer its parked requests (unload or shutdown)."""
@@ -191,20 +201,20 @@ class GroupCoordinator:
     # --- ownership ------------------------------------------------------------------------------
 
     def _num_partitions(self) -> int | None:
-        topic = self.replica_manager.topic(OFFSETS_TOPIC)
-        return None if topic is None else len(topic.partitions)
+        return self.s.partition_count(OFFSETS_TOPIC)
 
     def _ensure_offsets_topic(self) -> int:
-        topic = self.replica_manager.topic(OFFSETS_TOPIC)
-        if topic is None:
-            topic = self.replica_manager.ensure_internal_topic(
-                OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
-                {"cleanup.policy": "compact", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])},
-                self.config["offsets.topic.replication.factor"])
-            # Fresh partitions hold nothing to load: they are ours at once.
-            self.owned_partitions.update(range(len(topic.partitions)))
-            log.info("offsets_topic_created", topic=OFFSETS_TOPIC, partitions=len(topic.partitions))
-        return len(topic.partitions)
+        n = self._num_partitions()
+        if n is None:
+            n = self.s.create_internal_topic(
+                OFFSETS_TOPIC, self.s.config("offsets.topic.num.partitions"),
+                {"cleanup.policy": "compact", "segment.bytes": str(self.s.config("offsets.topic.segment.bytes"))},
+                self.s.config("offsets.topic.replication.factor"))
+            # Created here (one node): fresh partitions hold nothing to load, they are ours at once.
+            for p, epoch in self.s.led_partitions(OFFSETS_TOPIC).items():
+                self.ownership.own(p, epoch)
+            log.info("offsets_topic_created", topic=OFFSETS_TOPIC, partitions=n)
+        return n
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self._ensure_offsets_topic())
@@ -227,54 +237,44 @@ class GroupCoordinator:
         except KafkaError as exc:
             log.warning("offsets_topic_unavailable", error=exc.message)
             return ErrorCode.coordinator_not_available
-        if partition in self.loading_partitions:
-            return ErrorCode.coordinator_load_in_progress
-        if partition not in self.owned_partitions:
-            return ErrorCode.not_coordinator
-        return 0
+        return self.ownership.status(partition)
 
     @property
     def is_loading(self) -> bool:
-        return bool(self.loading_partitions)
+        return self.ownership.is_loading
 
     # --- loading --------------------------------------------------------------------------------
 
-    async def _load_partitions(self, partitions: list[int]) -> None:
+    async def _load_partitions(self, partitions: list[tuple[int, int]]) -> None:
+        """Replay each (partition, epoch) elected here, unless it resigned meanwhile."""
         started = time.monotonic()
         # One partition gained by an election is logged only if it held something (below).
         quiet = len(partitions) == 1
         (log.debug if quiet else log.info)("group_metadata_load_started", topic=OFFSETS_TOPIC,
                                            partitions=len(partitions))
         total_groups = total_offsets = 0
-        for done, p in enumerate(sorted(partitions), 1):
+        for done, (p, epoch) in enumerate(partitions, 1):
             t0 = time.monotonic()
-            loaded = None
-            for attempt in range(1, LOAD_ATTEMPTS + 1):
-                try:
-                    part = self.replica_manager.get(OFFSETS_TOPIC, p)
-                    loaded = await asyncio.to_thread(read_offsets_partition, part.log)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception:  # e.g. a segment swapped by the cleaner under the reader: retry
-                    log.exception("group_metadata_load_failed", topic=OFFSETS_TOPIC, partition=p,
-                                  attempt=attempt, attempts=LOAD_ATTEMPTS)
-                    await asyncio.sleep(0.1 * attempt)
-            if loaded is None or p not in self.loading_partitions:  # failed, or resigned meanwhile
-                self.loading_partitions.discard(p)
+            try:
+                plog = self.s.local_log(OFFSETS_TOPIC, p)
+            except KeyError:
+                plog = None
+            loaded = None if plog is None else await load_with_retry(
+                lambda plog=plog: read_offsets_partition(plog), topic=OFFSETS_TOPIC, partition=p)
+            if loaded is None or self.ownership.loading.get(p) != epoch:  # failed, or resigned meanwhile
+                self.ownership.finish_load(p, epoch, False)
                 continue
             try:
                 groups, offsets = self._apply_loaded(loaded)
             except Exception:
                 log.exception("group_metadata_load_failed", topic=OFFSETS_TOPIC, partition=p)
-                self.loading_partitions.discard(p)
+                self.ownership.finish_load(p, epoch, False)
                 continue
-            self.loading_partitions.discard(p)
-            self.owned_partitions.add(p)
+            self.ownership.finish_load(p, epoch, True)
             total_groups += groups
             total_offsets += offsets
             if loaded.records:
-                log.info("group_metadata_partition_loaded", topic=OFFSETS_TOPIC, partition=p,
+                log.info("group_metadata_partition_loaded", topic=OFFSETS_TOPIC, partition=p, epoch=epoch,
                          records=loaded.records, end_offset=loaded.end_offset, groups=groups,
                          offsets=offsets, skipped=loaded.skipped, progress=f"{done}/{len(partitions)}",
                          seconds=round(time.monotonic() - t0, 3))
@@ -468,9 +468,7 @@ class GroupCoordinator:
         group.init_next_generation()
         if group.is_(EMPTY):
             log.info("group_empty", group=group.group_id, generation=group.generation_id)
-            error = self._store_group(group, {})
-            if error:
-                log.warning("group_store_failed", group=group.group_id, error=ErrorCode(error).name)
+            self._spawn(self._store_group(group, {}))  # a failure is logged; nobody waits for it
             return
         log.info("group_rebalance_completed", group=group.group_id, generation=group.generation_id,
                  protocol=group.protocol_name, leader=group.leader_id, members=group.size)
@@ -636,22 +634,28 @@ class GroupCoordinator:
         if group.is_(STABLE) and member.matches(args["protocols"]):
             member.rebalance_timeout_ms = args["rebalance_timeout_ms"]
             member.session_timeout_ms = args["session_timeout_ms"]
-            error = self._store_group(group, {m.member_id: m.assignment for m in group.members.values()})
-            if error:
-                # Revert the replacement so the old incarnation keeps its place.
-                group.replace_static_member(group_instance_id, new_member_id, old_member_id)
-                _respond(fut, join_error(UNKNOWN_MEMBER_ID, error))
-                return
-            is_leader = group.is_leader(new_member_id)
-            _respond(fut, {"error_code": 0, "generation_id": group.generation_id,
-                           "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
-                           "leader": group.leader_id or "", "skip_assignment": is_leader,
-                           "member_id": new_member_id,
-                           "members": group.current_member_metadata() if is_leader else []})
+            self._spawn(self._store_static_rejoin(group, group_instance_id, old_member_id, new_member_id, fut))
             return
         if group.state in (STABLE, COMPLETING, PREPARING, EMPTY):
             self._update_member_and_rebalance(group, member, args["protocols"], args["rebalance_timeout_ms"],
                                               args["session_timeout_ms"], fut, args["reason"])
+
+    async def _store_static_rejoin(self, group: GroupMetadata, group_instance_id: str, old_member_id: str,
+                                   new_member_id: str, fut) -> None:
+        """The rest of Kafka's static rejoin: persist the replacement, then answer."""
+        error = await self._store_group(group, {m.member_id: m.assignment for m in group.members.values()})
+        if error:
+            # Revert the replacement so the old incarnation keeps its place.
+            if group.current_static_member_id(group_instance_id) == new_member_id:
+                group.replace_static_member(group_instance_id, new_member_id, old_member_id)
+            _respond(fut, join_error(UNKNOWN_MEMBER_ID, error))
+            return
+        is_leader = group.is_leader(new_member_id)
+        _respond(fut, {"error_code": 0, "generation_id": group.generation_id,
+                       "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
+                       "leader": group.leader_id or "", "skip_assignment": is_leader,
+                       "member_id": new_member_id,
+                       "members": group.current_member_metadata() if is_leader else []})
 
     def _do_current_member_join(self, group: GroupMetadata, *, member_id: str, group_instance_id: str | None,
                                 client_id: str, fut, **args) -> None:
@@ -749,19 +753,35 @@ class GroupCoordinator:
         if group is None:
             return sync_result(ErrorCode.unknown_member_id)
         fut = asyncio.get_running_loop().create_future()
-        stored = self._do_sync_group(group, generation_id, member_id, group_instance_id, protocol_type,
-                                     protocol_name, assignments, fut)
-        if stored:
-            await self._flush_if_needed(self.partition_for(group_id))
+        assignment = self._do_sync_group(group, generation_id, member_id, group_instance_id, protocol_type,
+                                         protocol_name, assignments, fut)
+        if assignment is not None:
+            await self._store_sync_assignment(group, member_id, assignment)
         return await asyncio.shield(fut)
+
+    async def _store_sync_assignment(self, group: GroupMetadata, leader_id: str, assignment: dict[str, bytes]) -> None:
+        """The leader's assignment: persist it, then (same generation, still completing the
+        rebalance) hand it to every member and go Stable (Kafka's storeGroup callback)."""
+        generation = group.generation_id
+        error = await self._store_group(group, assignment)
+        if not (group.is_(COMPLETING) and group.generation_id == generation):
+            return  # the group moved on (or was unloaded) while the write was in flight
+        if error:
+            self._reset_and_propagate_assignment_error(group, error)
+            self._maybe_prepare_rebalance(
+                group, f"error when storing group assignment during SyncGroup (member: {leader_id})")
+            return
+        self._set_and_propagate_assignment(group, assignment)
+        group.transition_to(STABLE)
+        log.info("group_stable", group=group.group_id, generation=group.generation_id, members=group.size)
 
     def _do_sync_group(self, group: GroupMetadata, generation_id: int, member_id: str,
                        group_instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
-                       assignments: dict[str, bytes], fut) -> bool:
-        """Kafka's ``doSyncGroup``; True when the group metadata was written."""
+                       assignments: dict[str, bytes], fut) -> dict[str, bytes] | None:
+        """Kafka's ``doSyncGroup``; the leader's assignment when the group metadata is to be written."""
         if group.is_(DEAD):
             _respond(fut, sync_result(ErrorCode.coordinator_not_available))
-            return False
+            return None
         error = self._validate_current_member(group, member_id, group_instance_id)
         if error:
             _respond(fut, sync_result(error))
@@ -786,23 +806,13 @@ class GroupCoordinator:
                 if missing:
                     log.warning("sync_group_assignment_missing_members", group=group.group_id,
                                 generation=group.generation_id, missing=missing)
-                error = self._store_group(group, assignment)
-                if error:
-                    self._reset_and_propagate_assignment_error(group, error)
-                    self._maybe_prepare_rebalance(
-                        group, f"error when storing group assignment during SyncGroup (member: {member_id})")
-                else:
-                    self._set_and_propagate_assignment(group, assignment)
-                    group.transition_to(STABLE)
-                    log.info("group_stable", group=group.group_id, generation=group.generation_id,
-                             members=group.size)
-                return True
+                return assignment
         else:  # Stable
             self._remove_pending_sync_member(group, member_id)
             member = group.get(member_id)
             _respond(fut, sync_result(0, group.protocol_type, group.protocol_name, member.assignment))
             self._schedule_heartbeat(group, member)
-        return False
+        return None
 
     # --- Heartbeat, LeaveGroup ----------------------------------------------------------------
 
@@ -953,7 +963,7 @@ class GroupCoordinator:
                              *, producer_id: int = NO_PRODUCER_ID,
                              producer_epoch: int = NO_PRODUCER_EPOCH) -> dict[tuple[str, int], int]:
         """Kafka's ``storeOffsets``: append, then make the offsets visible, then answer."""
-        max_metadata = self.config["offset.metadata.max.bytes"]
+        max_metadata = self.s.config("offset.metadata.max.bytes")
         results: dict[tuple[str, int], int] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
         now = now_ms()
@@ -969,28 +979,29 @@ class GroupCoordinator:
                                         OffsetCommitValue(c.offset, c.leader_epoch, c.metadata or "",
                                                           c.commit_timestamp))
                    for (topic, partition), c in valid.items()]
-        partition = self.partition_for(group.group_id)
         transactional = producer_id != NO_PRODUCER_ID
-        try:
-            base_offset = self._append(partition, records, producer_id=producer_id,
-                                       producer_epoch=producer_epoch, transactional=transactional)
-        except KafkaError as exc:
-            error = _offset_append_error(exc.code)
-            log.warning("offset_commit_append_failed", group=group.group_id, error=exc.code.name)
-            results.update({tp: error for tp in valid})
-            return results
-        except Exception:
-            log.exception("offset_commit_append_failed", group=group.group_id)
-            results.update({tp: ErrorCode.unknown_server_error for tp in valid})
-            return results
+        if transactional:
+            group.prepare_txn_offset_commit(producer_id, valid)
+        else:
+            group.prepare_offset_commit(valid)
+        error, base_offset = await self._append(group.group_id, records, producer_id=producer_id,
+                                                producer_epoch=producer_epoch, transactional=transactional)
+        if error:
+            log.warning("offset_commit_append_failed", group=group.group_id, error=error_name(error))
         for tp, commit in valid.items():
+            if error:
+                if transactional:
+                    group.fail_pending_txn_offset_commit(producer_id, tp, commit)
+                else:
+                    group.fail_pending_offset_write(tp, commit)
+                results[tp] = append_error(error, too_large=ErrorCode.invalid_commit_offset_size)
+                continue
             commit.log_offset = base_offset
             if transactional:
                 group.on_txn_offset_commit_append(producer_id, tp, commit)
             else:
                 group.on_offset_commit_append(tp, commit)
             results[tp] = 0
-        await self._flush_if_needed(partition)
         return results
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
@@ -1090,14 +1101,10 @@ class GroupCoordinator:
                 records.append(group_metadata_record(group.group_id, None))
         if not records:
             return 0
-        partition = self.partition_for(group.group_id)
-        try:
-            self._append(partition, records)
-        except KafkaError as exc:
+        error, _ = await self._append(group.group_id, records)
+        if error:
             # As in Kafka: the tombstones are retried by the next cleanup; the group is gone here.
-            log.warning("group_tombstones_append_failed", group=group.group_id, error=exc.code.name)
-            return 0
-        await self._flush_if_needed(partition)
+            log.warning("group_tombstones_append_failed", group=group.group_id, error=error_name(error))
         return 0
 
     async def _cleanup_loop(self, interval_ms: int) -> None:
@@ -1114,11 +1121,10 @@ class GroupCoordinator:
         """Kafka's ``cleanupGroupMetadata``: expire offsets of Empty and simple groups after
         ``offsets.retention.minutes``; an Empty group without offsets dies and is forgotten."""
         now = now_ms() if now is None else now
-        retention_ms = self.config["offsets.retention.minutes"] * 60_000
+        retention_ms = self.s.config("offsets.retention.minutes") * 60_000
         removed_total = 0
         for group in list(self.groups.values()):
-            if group.is_(DEAD) or partition_for(group.group_id, self._num_partitions() or 1) \
-                    not in self.owned_partitions:
+            if group.is_(DEAD) or self.ownership.status(partition_for(group.group_id, self._num_partitions() or 1)):
                 continue
             expired = _expired_offsets(group, now, retention_ms)
             for tp in expired:
@@ -1132,7 +1138,7 @@ class GroupCoordinator:
 
     # --- the log --------------------------------------------------------------------------------
 
-    def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
+    async def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> int:
         """Kafka's ``storeGroup``: append the group's metadata; 0 or the error for the caller."""
         value = GroupMetadataValue(
             protocol_type=group.protocol_type or "", generation=group.generation_id,
@@ -1143,29 +1149,33 @@ class GroupCoordinator:
                                          _safe_metadata(m, group.protocol_name),
                                          assignment.get(m.member_id, b""))
                      for m in group.members.values()] if group.protocol_name is not None else [])
-        try:
-            self._append(self.partition_for(group.group_id), [group_metadata_record(group.group_id, value)])
-        except KafkaError as exc:
-            log.warning("group_metadata_append_failed", group=group.group_id, error=exc.code.name)
-            return _group_append_error(exc.code)
-        except Exception:
-            log.exception("group_metadata_append_failed", group=group.group_id)
-            return ErrorCode.unknown_server_error
+        error, _ = await self._append(group.group_id, [group_metadata_record(group.group_id, value)])
+        if error:
+            log.warning("group_metadata_append_failed", group=group.group_id, generation=group.generation_id,
+                        error=error_name(error))
+            return append_error(error)
         return 0
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]], *,
-                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                transactional: bool = False) -> int:
-        """Append one batch to ``__consumer_offsets``; the base offset it got."""
+    async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], *,
+                      producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                      transactional: bool = False) -> tuple[int, int]:
+        """Append one batch to the group's ``__consumer_offsets`` partition with acks=all:
+        (0, base offset), or (error, -1); NOT_COORDINATOR when the partition is no longer owned
+        at the epoch it was owned at when the write was decided."""
+        try:
+            partition = self.partition_for(group_id)
+        except KafkaError as exc:
+            return exc.code, -1
+        epoch = self.ownership.epoch(partition)
+        if epoch is None:
+            return self.ownership.status(partition), -1
         batch = build_batch(records, timestamp=now_ms(), producer_id=producer_id,
                             producer_epoch=producer_epoch, transactional=transactional)
-        info = self.replica_manager.append(OFFSETS_TOPIC, partition, bytes(batch), client=False)
-        return info.base_offset
-
-    async def _flush_if_needed(self, partition: int) -> None:
-        rm = self.replica_manager
-        if rm.needs_flush(OFFSETS_TOPIC, partition):
-            await rm.flush([rm.get(OFFSETS_TOPIC, partition).log])
+        error, base_offset = await self.s.append_at(OFFSETS_TOPIC, partition, bytes(batch),
+                                                    self.s.config("offsets.commit.timeout.ms"))
+        if not error and not self.ownership.is_current(partition, epoch):
+            error = ErrorCode.not_leader_or_follower  # leadership moved while the write was in flight
+        return error, base_offset
 
 
 def _safe_metadata(member: MemberMetadata, protocol: str | None) -> bytes:
@@ -1193,20 +1203,3 @@ def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int) -> list[
         elif now - (base if base is not None else commit.commit_timestamp) >= retention_ms:
             expired.append(tp)
     return expired
-
-
-def _offset_append_error(code: int) -> int:
-    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
-        return ErrorCode.coordinator_not_available
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
-        return ErrorCode.invalid_commit_offset_size
-    return code
-
-
-def _group_append_error(code: int) -> int:
-    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
-        return ErrorCode.unknown_server_error
-    return _offset_append_error(code)

@@ -146,8 +146,10 @@ class GroupMetadata:
     supported_protocols: dict[str, int] = field(default_factory=dict)
     new_member_added: bool = False
     num_members_awaiting_join: int = 0
-    # Committed offsets, and transactional ones awaiting their marker: producer id -> offsets.
+    # Committed offsets; commits whose append is in flight; transactional ones awaiting their
+    # marker (producer id -> offsets; log_offset None until their own append completed).
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    pending_offset_commits: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     # Timer handles owned by the coordinator.
     join_timer: Any = None
@@ -323,32 +325,57 @@ class GroupMetadata:
 
     # --- offsets --------------------------------------------------------------------------------
 
+    def prepare_offset_commit(self, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        """Kafka's ``prepareOffsetCommit``: the append is in flight (require_stable waits)."""
+        self.pending_offset_commits.update(offsets)
+
     def on_offset_commit_append(self, tp: tuple[str, int], commit: OffsetAndMetadata) -> None:
+        """The commit is durable: it becomes visible unless a later one in the log already is."""
+        if self.pending_offset_commits.get(tp) is commit:
+            del self.pending_offset_commits[tp]
         current = self.offsets.get(tp)
         if current is None or current.log_offset is None or commit.log_offset is None \
                 or commit.log_offset > current.log_offset:
             self.offsets[tp] = commit
 
+    def fail_pending_offset_write(self, tp: tuple[str, int], commit: OffsetAndMetadata) -> None:
+        if self.pending_offset_commits.get(tp) is commit:
+            del self.pending_offset_commits[tp]
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
     def on_txn_offset_commit_append(self, producer_id: int, tp: tuple[str, int],
                                     commit: OffsetAndMetadata) -> None:
+        """Loading, or the append of a prepared one completed (its log_offset is now set)."""
         self.pending_txn_offsets.setdefault(producer_id, {})[tp] = commit
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: tuple[str, int],
+                                       commit: OffsetAndMetadata) -> None:
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is not None and pending.get(tp) is commit:
+            del pending[tp]
+            if not pending:
+                del self.pending_txn_offsets[producer_id]
 
     def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> int:
         """The marker for ``producer_id`` landed: apply (commit) or drop (abort) its offsets.
 
         A transactional offset only replaces a plain commit written after it in the log if it
-        is newer there (Kafka's ``CommitRecordMetadataAndOffset.olderThan``).
+        is newer there (Kafka's ``CommitRecordMetadataAndOffset.olderThan``); one whose own
+        append never completed is not applied.
         """
         pending = self.pending_txn_offsets.pop(producer_id, None)
         if not pending:
             return 0
         if is_commit:
             for tp, commit in pending.items():
-                self.on_offset_commit_append(tp, commit)
+                if commit.log_offset is not None:
+                    self.on_offset_commit_append(tp, commit)
         return len(pending)
 
     def has_pending_offset_commits(self, tp: tuple[str, int]) -> bool:
-        return any(tp in offsets for offsets in self.pending_txn_offsets.values())
+        return tp in self.pending_offset_commits or any(tp in o for o in self.pending_txn_offsets.values())
 
     def has_offsets(self) -> bool:
         return bool(self.offsets) or bool(self.pending_txn_offsets)

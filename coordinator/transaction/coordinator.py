@@ -30,6 +30,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
+from ..runtime import error_name
 from .markers import TransactionMarkerChannel
 from .services import TxnServices, cancel_and_wait
 from .state import (
@@ -168,7 +169,7 @@ class TransactionCoordinator:
                                f"{replication_factor} brokers; lower it or start more brokers")
             return ErrorCode.coordinator_not_available
         try:
-            self.s.create_internal_topic(TXN_TOPIC, n, self.state.topic_configs())
+            self.s.create_internal_topic(TXN_TOPIC, n, self.state.topic_configs(), replication_factor)
         except Exception as exc:
             log.warning("txn_topic_create_failed", topic=TXN_TOPIC, error=str(exc))
             return ErrorCode.coordinator_not_available
@@ -467,7 +468,7 @@ class TransactionCoordinator:
             if error or end is None:
                 if meta.pending_state is TxnState.PREPARE_EPOCH_FENCE:
                     meta.abort_pending()
-                log.info("txn_timeout_rollback_cancelled", transactional_id=txn_id, error=_name(error))
+                log.info("txn_timeout_rollback_cancelled", transactional_id=txn_id, error=error_name(error))
                 continue
             self._fence_event(meta, TIMED_OUT, aborted=True, new_epoch=fence_epoch)
             self._fenced_by_abort[txn_id] = fence_epoch
@@ -482,9 +483,9 @@ class TransactionCoordinator:
                      producer_id=end.producer_id, producer_epoch=end.producer_epoch)
         elif error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced,
                        ErrorCode.concurrent_transactions):
-            log.info("txn_timeout_rollback_cancelled", transactional_id=end.transactional_id, error=_name(error))
+            log.info("txn_timeout_rollback_cancelled", transactional_id=end.transactional_id, error=error_name(error))
         else:
-            log.warning("txn_timeout_rollback_failed", transactional_id=end.transactional_id, error=_name(error))
+            log.warning("txn_timeout_rollback_failed", transactional_id=end.transactional_id, error=error_name(error))
 
     async def remove_expired_transactional_ids(self) -> list[str]:
         """Tombstone transactional ids idle for ``transactional.id.expiration.ms``."""
@@ -562,12 +563,6 @@ def _current_epoch(meta: TransactionMetadata) -> int:
     that point), so the fenced producer is refused at once."""
     return meta.producer_epoch if meta.fence_epoch is None else meta.fence_epoch
 
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
 
 
 __all__ = ["TransactionCoordinator", "TXN_TOPIC", "CoordinatorEpochAndMetadata"]

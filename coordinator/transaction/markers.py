@@ -36,6 +36,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
+from ..runtime import error_name
 from .services import TxnServices, cancel_and_wait
 from .state import TransactionMetadata, TxnState, TxnTransitMetadata
 from .state_manager import TXN_TOPIC, TransactionStateManager
@@ -279,7 +280,7 @@ class TransactionMarkerChannel:
             else:
                 if code not in RETRIABLE:
                     log.error("txn_marker_unexpected_error", transactional_id=pm.transactional_id,
-                              topic=tp[0], partition=tp[1], error=_name(code))
+                              topic=tp[0], partition=tp[1], error=error_name(code))
                 retry.add(tp)
         if retry:
             self._retry_later(pm, retry)
@@ -303,7 +304,7 @@ class TransactionMarkerChannel:
                 continue
             if error:
                 log.warning("txn_completion_not_written", transactional_id=pm.transactional_id,
-                            error=_name(error), topic=TXN_TOPIC)
+                            error=error_name(error), topic=TXN_TOPIC)
             else:
                 log.debug("txn_completed", transactional_id=pm.transactional_id,
                           state=pm.complete.state.state_name, producer_id=pm.producer_id,
@@ -312,8 +313,3 @@ class TransactionMarkerChannel:
         self._finish(pm)
 
 
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)

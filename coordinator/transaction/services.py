@@ -25,8 +25,9 @@ class PartitionLog(Protocol):
     def partition_count(self, topic: str) -> int | None:
         """Partitions of ``topic`` in the cluster metadata, None if it does not exist."""
 
-    def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str]) -> None:
-        """Create an internal topic (idempotent); raises on failure."""
+    def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str],
+                              replication_factor: int) -> int:
+        """Create an internal topic (idempotent), returning its partition count; raises on failure."""
 
     async def append(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> int:
         """Append one batch as the leader with acks=all, returning once it is durable

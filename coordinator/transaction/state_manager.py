@@ -24,6 +24,7 @@ import structlog
 from protocol import records as rb
 from protocol.errors import ErrorCode
 
+from ..runtime import append_error, error_name
 from . import log as txn_log
 from .services import TxnServices, cancel_and_wait
 from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitMetadata
@@ -49,18 +50,6 @@ class CoordinatorEpochAndMetadata:
 
 # Loaded transactions in PrepareCommit/PrepareAbort: (coordinator epoch, metadata, Complete* transit).
 PendingCompletion = Callable[[int, TransactionMetadata, TxnTransitMetadata], None]
-
-
-def append_error(code: int) -> int:
-    """Kafka's mapping of a failed ``__transaction_state`` append to a coordinator error."""
-    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
-        return ErrorCode.coordinator_not_available
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
-        return ErrorCode.unknown_server_error
-    return code
 
 
 class TransactionStateManager:
@@ -248,7 +237,7 @@ class TransactionStateManager:
                      state=transit.state.state_name, error=ErrorCode(error).name)
             return error
         log.warning("txn_state_append_failed", transactional_id=transactional_id, state=transit.state.state_name,
-                    error=_name(code), returned=_name(error))
+                    error=error_name(code), returned=error_name(error))
         if after is not None and after.coordinator_epoch == coordinator_epoch:
             if not (retry_on_error and error == ErrorCode.coordinator_not_available):
                 after.meta.abort_pending()
@@ -297,13 +286,7 @@ class TransactionStateManager:
                     removed.append(meta.transactional_id)
                 else:
                     log.warning("txn_id_expiry_failed", transactional_id=meta.transactional_id,
-                                error=_name(code), pending_state=str(meta.pending_state))
+                                error=error_name(code), pending_state=str(meta.pending_state))
                     meta.abort_pending()
         return removed
 
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)

@@ -14,6 +14,7 @@ import pytest
 
 from broker.broker import Broker
 from broker.config import load_config
+from broker.coordinator_services import BrokerCoordinatorServices
 from coordinator.group import coordinator as coordinator_module
 from coordinator.group.coordinator import GroupCoordinator
 from coordinator.group.metadata import OFFSETS_TOPIC, OffsetCommitValue, offset_commit_record
@@ -32,7 +33,7 @@ class Harness:
         self.broker = Broker(load_config(props))
         self.broker.metadata.elect_self_leader_everywhere()
         self.broker.replica_manager.open_all()
-        self.coordinator = GroupCoordinator(self.broker)
+        self.coordinator = GroupCoordinator(BrokerCoordinatorServices(self.broker))
         self.broker.group_coordinator = self.coordinator
 
     async def start(self) -> Harness:

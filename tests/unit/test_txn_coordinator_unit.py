@@ -76,9 +76,10 @@ class FakeBroker:
     def alive_broker_count(self) -> int:
         return 1
 
-    def create_internal_topic(self, name, partitions, configs) -> None:
+    def create_internal_topic(self, name, partitions, configs, replication_factor) -> int:
         self.topics.setdefault(name, [[NODE, 0] for _ in range(partitions)])
         self.topic_configs = configs
+        return partitions
 
     async def append(self, topic, partition, records, timeout_ms) -> int:
         await asyncio.sleep(0)

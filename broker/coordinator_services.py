@@ -1,0 +1,79 @@
+"""What the coordinators get from the broker that hosts them: the narrow capabilities their
+service protocols name (``coordinator/transaction/services.py``, ``coordinator/group/services.py``).
+
+Owns the adapter from the broker's parts (config, metadata cache, replica manager, metrics) to
+those protocols. Internal-topic writes go through the replica manager's acks=all path and come
+back as a Kafka error code, which the coordinators map to what clients are told.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from storage.log import Log
+
+    from .broker import Broker
+
+log = structlog.get_logger("broker.coordinator_services")
+
+
+class BrokerCoordinatorServices:
+    """The capabilities both coordinators use; all the group coordinator needs
+    (:class:`coordinator.group.services.GroupServices`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.node_id = broker.node_id
+
+    def config(self, key: str) -> Any:
+        return self.broker.config.get(key)
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def partition_count(self, topic: str) -> int | None:
+        state = self.broker.metadata.topics.get(topic)
+        return None if state is None else len(state.partitions)
+
+    def led_partitions(self, topic: str) -> dict[int, int]:
+        """Partition -> leader epoch of every ``topic`` partition this broker leads now."""
+        return {p.index: p.leader_epoch for p in self.broker.replica_manager.led_partitions()
+                if p.topic == topic}
+
+    def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str],
+                              replication_factor: int) -> int:
+        """The internal topic's partition count, creating it on first use; raises KafkaError
+        (COORDINATOR_NOT_AVAILABLE while a cluster creates it)."""
+        topic = self.broker.replica_manager.ensure_internal_topic(name, partitions, configs, replication_factor)
+        return len(topic.partitions)
+
+    async def append(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> int:
+        """Append as the leader with acks=all: 0 once the ISR has it (and it is flushed where
+        the flush policy asks), else the error code."""
+        return (await self.append_at(topic, partition, records, timeout_ms))[0]
+
+    async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> tuple[int, int]:
+        """:meth:`append`, with the batch's base offset: (0, base offset) or (error, -1)."""
+        try:
+            info = await self.broker.replica_manager.append_replicated(topic, partition, records, timeout_ms)
+        except KafkaError as exc:
+            return exc.code, -1
+        except Exception:
+            log.exception("internal_append_failed", topic=topic, partition=partition)
+            return ErrorCode.kafka_storage_error, -1
+        return 0, info.base_offset
+
+    def local_log(self, topic: str, partition: int) -> Log:
+        return self.broker.replica_manager.get(topic, partition).log
+
+    def read_batches(self, topic: str, partition: int) -> Iterator[bytes]:
+        plog = self.local_log(topic, partition)
+        for seg, pos, header in plog.batches(plog.log_start_offset, plog.log_end_offset):
+            yield seg.read_batch(pos, header)

@@ -1,0 +1,127 @@
+"""What the group and transaction coordinators share: partition ownership by leader epoch,
+loading with retry, and the mapping of a failed internal-topic append to a coordinator error.
+
+A coordinator owns the partitions of its internal topic (``__consumer_offsets``,
+``__transaction_state``) that this broker leads. Leadership arrives with a leader epoch, which
+is the coordinator epoch: a partition is *loading* from its election until its log has been
+replayed (COORDINATOR_LOAD_IN_PROGRESS), then *owned* at that epoch until it resigns
+(NOT_COORDINATOR). A write decided under one epoch is applied to memory only if the partition
+is still owned at that epoch when the append completes.
+
+Differs from Kafka 4.x's ``CoordinatorRuntime``: no per-partition event queue or timeline
+snapshots (one event loop; state changes only after a durable append), just the bookkeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+import structlog
+
+from protocol.errors import ErrorCode
+
+log = structlog.get_logger("coordinator.runtime")
+
+LOAD_ATTEMPTS = 3
+T = TypeVar("T")
+
+
+class PartitionOwnership:
+    """The internal-topic partitions a coordinator loads or owns, each with its epoch."""
+
+    def __init__(self) -> None:
+        self.owned: dict[int, int] = {}    # partition -> coordinator epoch
+        self.loading: dict[int, int] = {}  # partition -> epoch being loaded
+
+    def status(self, partition: int) -> int:
+        """0 when owned; else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
+        if partition in self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        return 0 if partition in self.owned else ErrorCode.not_coordinator
+
+    def epoch(self, partition: int) -> int | None:
+        """The epoch ``partition`` is owned at, None if not owned (or still loading)."""
+        return None if partition in self.loading else self.owned.get(partition)
+
+    def is_current(self, partition: int, epoch: int) -> bool:
+        return self.epoch(partition) == epoch
+
+    @property
+    def is_loading(self) -> bool:
+        return bool(self.loading)
+
+    def begin_load(self, partition: int, epoch: int) -> bool:
+        """An election at ``epoch``: False when already loading or owning it at that epoch."""
+        if self.loading.get(partition) == epoch or self.epoch(partition) == epoch:
+            return False
+        self.owned.pop(partition, None)
+        self.loading[partition] = epoch
+        return True
+
+    def finish_load(self, partition: int, epoch: int, ok: bool) -> bool:
+        """The load at ``epoch`` ended: True when the partition is now owned (not resigned or
+        re-elected meanwhile)."""
+        if self.loading.get(partition) != epoch:
+            return False
+        del self.loading[partition]
+        if ok:
+            self.owned[partition] = epoch
+        return ok
+
+    def own(self, partition: int, epoch: int) -> None:
+        """A partition created here: nothing to load."""
+        self.loading.pop(partition, None)
+        self.owned[partition] = epoch
+
+    def resign(self, partition: int, epoch: int | None = None) -> bool:
+        """Leadership moved away (at ``epoch``, or unconditionally): True if anything was held.
+        A resignation older than the current election is ignored."""
+        held = False
+        if epoch is None or self.loading.get(partition, epoch) <= epoch:
+            held = self.loading.pop(partition, None) is not None
+        if epoch is None or self.owned.get(partition, epoch) <= epoch:
+            held = self.owned.pop(partition, None) is not None or held
+        return held
+
+    def clear(self) -> None:
+        self.owned.clear()
+        self.loading.clear()
+
+
+async def load_with_retry(read: Callable[[], T], *, topic: str, partition: int) -> T | None:
+    """Run ``read`` (a log replay) in a worker thread, retrying a few times: a segment swapped
+    by the cleaner under the reader is the usual cause. None when every attempt failed."""
+    for attempt in range(1, LOAD_ATTEMPTS + 1):
+        try:
+            return await asyncio.to_thread(read)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("coordinator_load_failed", topic=topic, partition=partition,
+                          attempt=attempt, attempts=LOAD_ATTEMPTS)
+            await asyncio.sleep(0.1 * attempt)
+    return None
+
+
+def append_error(code: int, *, too_large: int = ErrorCode.unknown_server_error) -> int:
+    """Kafka's mapping of a failed internal-topic append to what a coordinator answers:
+    replication trouble is retriable COORDINATOR_NOT_AVAILABLE, lost leadership NOT_COORDINATOR,
+    an oversized write ``too_large`` (INVALID_COMMIT_OFFSET_SIZE for offset commits)."""
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error,
+                ErrorCode.fenced_leader_epoch):
+        return ErrorCode.not_coordinator
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large, ErrorCode.invalid_fetch_size):
+        return too_large
+    return code
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

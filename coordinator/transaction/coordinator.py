@@ -442,7 +442,8 @@ class TransactionCoordinator:
         expected = TxnState.PREPARE_COMMIT if end.commit else TxnState.PREPARE_ABORT
         if meta.state is not expected:
             return ErrorCode.invalid_txn_state
-        self.markers.add_markers_to_send(end.coordinator_epoch, meta, meta.prepare_complete(self.s.now_ms()))
+        self.markers.add_markers_to_send(end.coordinator_epoch, meta, meta.prepare_complete(self.s.now_ms()),
+                                         end_txn=True)
         return 0
 
     # --- timeouts and expiration ------------------------------------------------------------------------

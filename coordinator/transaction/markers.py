@@ -21,7 +21,10 @@ answer is applied the coordinator epoch is checked: a transaction whose ``__tran
 partition moved away or was reloaded is cancelled. When no partition is left, Complete* is
 appended (retried while COORDINATOR_NOT_AVAILABLE).
 
-Test fault point ``txn.markers.pause`` (config ``test.fault.points``) holds every send.
+Test fault points (config ``test.fault.points``): ``txn.markers.pause`` holds every send;
+``txn.markers.delay:<ms>`` holds the markers of a transaction ended by its producer (EndTxn)
+for that long after Prepare* is durable, while completions resumed after a load go at once: a
+coordinator can then be killed, stopped or cut off between PrepareCommit and its markers.
 
 Differs from Kafka: an unexpected per-partition error (Kafka: IllegalStateException, the
 transaction stalls until the coordinator moves) is logged and retried.
@@ -50,6 +53,7 @@ RETRY_BACKOFF_S = 0.02
 MAX_RETRY_BACKOFF_S = 1.0
 PAUSE_POLL_S = 0.1
 PAUSE_FAULT = "txn.markers.pause"
+DELAY_FAULT = "txn.markers.delay"
 
 RETRIABLE = frozenset({
     ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
@@ -86,14 +90,16 @@ class TransactionMarkerChannel:
         self.wakeups: dict[int, asyncio.Event] = {}
         self.senders: dict[int, asyncio.Task] = {}
         self.tasks: set[asyncio.Task] = set()
-        faults = {f.strip() for f in str(self.s.config("test.fault.points") or "").split(",")}
+        faults = dict(f.strip().partition(":")[::2] for f in str(self.s.config("test.fault.points") or "").split(","))
         self.paused = PAUSE_FAULT in faults
+        self.end_txn_delay_s = int(faults.get(DELAY_FAULT) or 0) / 1000
 
     # --- handing over ---------------------------------------------------------------------------
 
     def add_markers_to_send(self, coordinator_epoch: int, meta: TransactionMetadata,
-                            complete: TxnTransitMetadata) -> None:
-        """Propagate the outcome of ``meta`` (PrepareCommit/PrepareAbort, Complete* pending)."""
+                            complete: TxnTransitMetadata, *, end_txn: bool = False) -> None:
+        """Propagate the outcome of ``meta`` (PrepareCommit/PrepareAbort, Complete* pending);
+        ``end_txn``: decided by the producer's EndTxn just now (the delay fault point applies)."""
         txn_id = meta.transactional_id
         pm = PendingMarkers(txn_id, coordinator_epoch, complete.state is TxnState.COMPLETE_COMMIT, meta,
                             complete, meta.producer_id, meta.producer_epoch,
@@ -104,6 +110,11 @@ class TransactionMarkerChannel:
         self.pending[txn_id] = pm
         log.debug("txn_markers_queued", transactional_id=txn_id, commit=pm.commit,
                   partitions=len(meta.partitions))
+        if end_txn and self.end_txn_delay_s:
+            log.warning("txn_markers_delayed_by_fault_point", transactional_id=txn_id,
+                        coordinator_epoch=coordinator_epoch, seconds=self.end_txn_delay_s)
+            asyncio.get_running_loop().call_later(self.end_txn_delay_s, self._enqueue, pm, set(meta.partitions))
+            return
         self._enqueue(pm, set(meta.partitions))
 
     async def wait_for_completion(self, transactional_id: str, timeout: float) -> None:

@@ -98,3 +98,38 @@ def restore(cluster: DevCluster, timeout: float = 60.0) -> None:
         if not node.alive:
             node.start()
     cluster.wait_registered(set(cluster.nodes), timeout)
+
+
+INTERNAL_TOPICS = ("__transaction_state", "__consumer_offsets")
+GROUP, TRANSACTION = 0, 1
+
+
+def coordinator_node(cluster: DevCluster, key: str, key_type: int, timeout: float = 30.0) -> int:
+    """The node FindCoordinator names for a group (0) or transactional id (1), asked of any
+    live broker until one answers."""
+    from tests.support.eos import find_coordinator
+    from tests.support.raw import RawClient
+
+    def ask():
+        for node in cluster.nodes.values():
+            if not node.alive:
+                continue
+            try:
+                with RawClient(node.address, timeout=5) as c:
+                    entry = find_coordinator(c, key, key_type, deadline_s=5)
+            except OSError:
+                continue
+            if entry.error_code == 0 and cluster.nodes.get(entry.node_id) and cluster.node(entry.node_id).alive:
+                return entry.node_id
+        return None
+    return wait_for(ask, timeout, f"a live coordinator for {key!r}")
+
+
+def wait_internal_isr_complete(cluster: DevCluster, timeout: float = 90.0) -> None:
+    """Every partition of the coordinators' internal topics (those created so far) has all
+    its replicas in sync."""
+    (existing,) = wait_for(lambda: [AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=5).topics],
+                           timeout, "the topic list")
+    for topic in INTERNAL_TOPICS:
+        if topic in existing:
+            wait_isr_complete(cluster, topic, timeout)

@@ -1,0 +1,227 @@
+"""Coordinators move with the leadership of their internal partitions (issue acceptance 1, 4, 5).
+
+A transactional copier (consume-transform-produce with send_offsets_to_transaction,
+read_committed) runs while the broker that is its transaction coordinator, or its group
+coordinator, is killed -9 every few commits; each time the node comes back and every internal
+partition regains its full ISR before the next kill. The output must hold every input exactly
+once and the group's committed offsets must match the input's end. A consumer group of three
+members keeps consuming when its coordinator's broker dies. The transactions tools ask the
+right broker.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.test_kafka_tools import kafka_libs  # noqa: F401  (fixture)
+from tests.integration.test_transactions_cli import kafkas, ok, table
+from tests.support.clients import consume_all, create_topic
+from tests.support.cluster import (
+    GROUP,
+    TRANSACTION,
+    coordinator_node,
+    wait_for,
+    wait_internal_isr_complete,
+    wait_isr_complete,
+)
+from tests.support.copier import Copier, transform
+
+PARTITIONS = 3
+RECORDS = int(os.environ.get("KBROKER_FAILOVER_RECORDS", "6000"))
+KILLS = 2
+
+
+def _topic(cluster, name: str, partitions: int = PARTITIONS) -> None:
+    create_topic(cluster.bootstrap, name, partitions, replication_factor=3)
+    wait_isr_complete(cluster, name)
+
+
+def _fill(cluster, topic: str, n: int) -> list[bytes]:
+    values = [b"in-%07d" % i for i in range(n)]
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, key=v, value=v, partition=i % PARTITIONS)
+    assert p.flush(60) == 0
+    return values
+
+
+class Chaos(threading.Thread):
+    """Kill -9 the current coordinator (of ``key``) after every ``every`` commits of the copier;
+    once FindCoordinator names another live broker, restart the node and wait for full
+    internal ISRs before the next kill.
+
+    The node stays down only until its coordinator role has moved, not until the copier has
+    committed on the new coordinator: librdkafka's send_offsets_to_transaction() can wait
+    forever for a cached group coordinator that stays down (librdkafka#5456, #5511)."""
+
+    def __init__(self, cluster, copier: Copier, key: str, key_type: int, kills: int, every: int) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.copier, self.key, self.key_type = cluster, copier, key, key_type
+        self.kills, self.every = kills, every
+        self.killed: list[int] = []
+        self.failure: BaseException | None = None
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            for k in range(self.kills):
+                target = self.every * (k + 1)
+                while self.copier.commits < target:
+                    if self.stop_event.wait(0.05):
+                        return
+                node = coordinator_node(self.cluster, self.key, self.key_type)
+                self.cluster.node(node).kill9()
+                self.killed.append(node)
+                moved = coordinator_node(self.cluster, self.key, self.key_type, timeout=60)
+                assert moved != node, f"the coordinator stayed on the dead node {node}"
+                self.cluster.node(node).start()
+                self.cluster.wait_registered(set(self.cluster.nodes), 60)
+                wait_internal_isr_complete(self.cluster)
+        except BaseException as exc:  # surfaced by the test
+            self.failure = exc
+
+
+@pytest.mark.parametrize("role", ["transaction", "group"])
+def test_copier_is_exactly_once_while_its_coordinator_is_killed(healthy, role):
+    cluster = healthy
+    tag = uuid.uuid4().hex[:6]
+    source, sink = f"src-{role}-{tag}", f"dst-{role}-{tag}"
+    _topic(cluster, source)
+    _topic(cluster, sink)
+    values = _fill(cluster, source, RECORDS)
+    group, txn_id = f"copier-{tag}", f"copier-{tag}"
+    copier = Copier(cluster.bootstrap, source, sink, group, txn_id, batch=max(RECORDS // 40, 50))
+    key, key_type = (txn_id, TRANSACTION) if role == "transaction" else (group, GROUP)
+    chaos = Chaos(cluster, copier, key, key_type, KILLS, every=4)
+    chaos.start()
+    try:
+        copier.run_until({p: RECORDS // PARTITIONS for p in range(PARTITIONS)}, timeout=300)
+        chaos.join(180)
+    finally:
+        chaos.stop_event.set()
+        copier.close()
+    assert chaos.failure is None, chaos.failure
+    assert len(chaos.killed) == KILLS, f"the coordinator was killed {len(chaos.killed)} times"
+    out = consume_all(cluster.bootstrap, sink, PARTITIONS, RECORDS, timeout=90, **{"isolation.level": "read_committed"})
+    got = sorted(m.value() for m in out)
+    assert len(got) == RECORDS, f"{len(got)} records for {RECORDS} inputs (aborts: {copier.aborts})"
+    assert got == sorted(transform(v) for v in values), "a record lost or duplicated"
+    check = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    committed = check.committed([TopicPartition(source, p) for p in range(PARTITIONS)], 30)
+    check.close()
+    assert {tp.partition: tp.offset for tp in committed} == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}
+
+
+def test_group_of_three_rebalances_on_the_new_coordinator_and_keeps_its_offsets(healthy):
+    cluster = healthy
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"grp-{tag}", f"grp-{tag}"
+    _topic(cluster, topic, 6)
+    first = [b"a-%05d" % i for i in range(3000)]
+    second = [b"b-%05d" % i for i in range(3000)]
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i, v in enumerate(first):
+        p.produce(topic, value=v, partition=i % 6)
+    assert p.flush(30) == 0
+
+    seen: list[bytes] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def member(n: int) -> None:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 10000,
+                      "heartbeat.interval.ms": 500, "client.id": f"member-{n}"})
+        c.subscribe([topic])
+        try:
+            while not stop.is_set():
+                for m in c.consume(500, 0.2):
+                    if m.error() is None:
+                        with lock:
+                            seen.append(m.value())
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=member, args=(n,), daemon=True) for n in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: len(set(seen)) >= len(first), 90, "the first half consumed")
+        node = coordinator_node(cluster, group, GROUP)
+        cluster.node(node).kill9()
+        new = coordinator_node(cluster, group, GROUP, timeout=60)
+        assert new != node
+        for i, v in enumerate(second):
+            p.produce(topic, value=v, partition=i % 6)
+        assert p.flush(60) == 0
+        wait_for(lambda: set(seen) >= set(first + second), 120, "every record consumed after the failover")
+        # The group is served by the new coordinator: Stable, three members.
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # outlives its futures
+        desc = wait_for(lambda: (d := admin.describe_consumer_groups([group])[group].result(30)).members
+                        and len(d.members) == 3 and str(d.state) == "ConsumerGroupState.STABLE" and d, 60,
+                        "three members in a Stable group")
+        assert desc.coordinator.id == new
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    # Committed offsets survived the move: a new member of the group starts at the end.
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    committed = c.committed([TopicPartition(topic, q) for q in range(6)], 30)
+    c.close()
+    assert sum(tp.offset for tp in committed) == len(first) + len(second)
+
+
+@pytest.mark.kafka_tools
+def test_transactions_tools_ask_the_right_broker(healthy, kafka_libs):  # noqa: F811
+    """kbroker-transactions and Kafka's kafka-transactions against the cluster: list and
+    describe reach each transactional id's coordinator, describe-producers and abort reach
+    each partition's leader."""
+    cluster = healthy
+    bs = cluster.bootstrap
+    tag = uuid.uuid4().hex[:6]
+    topic = f"tools-{tag}"
+    _topic(cluster, topic)
+    ids = [f"tools-{tag}-{n}" for n in range(6)]  # spread over the coordinators
+    producers = []
+    for n, txn_id in enumerate(ids):
+        p = Producer({"bootstrap.servers": bs, "transactional.id": txn_id})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce(topic, value=txn_id.encode(), partition=n % PARTITIONS)
+        assert p.flush(30) == 0
+        producers.append(p)
+    coordinators = {t: coordinator_node(cluster, t, TRANSACTION) for t in ids}
+    for tool in (lambda *a: ok(bs, *a), lambda *a: _kafka_ok(bs, *a)):
+        rows = {r[0]: r for r in table(tool("list"))[1:]}
+        for txn_id in ids:
+            assert rows[txn_id][1] == str(coordinators[txn_id]) and rows[txn_id][3] == "Ongoing", rows.get(txn_id)
+        for txn_id in ids:
+            head, row = table(tool("describe", "--transactional-id", txn_id))
+            described = dict(zip(head, row))
+            assert (described["CoordinatorId"], described["TransactionState"]) == \
+                (str(coordinators[txn_id]), "Ongoing"), described
+    # Abort the open transactions on partition 0 with ours, on partition 1 with Kafka's tool.
+    for partition, tool in ((0, lambda *a: ok(bs, *a)), (1, lambda *a: _kafka_ok(bs, *a))):
+        open_before = [r for r in table(ok(bs, "describe-producers", "--topic", topic, "--partition",
+                                            str(partition)))[1:] if r[5] != "None"]
+        assert len(open_before) == 2, open_before
+        for r in open_before:
+            tool("abort", "--topic", topic, "--partition", str(partition), "--start-offset", r[5])
+        rows = table(ok(bs, "describe-producers", "--topic", topic, "--partition", str(partition)))[1:]
+        assert all(r[5] == "None" for r in rows), rows
+    for p in producers:
+        p.abort_transaction(30)  # partition 2's; those aborted by the tools fail harmlessly or pass
+
+
+def _kafka_ok(bs: str, *args: str) -> str:
+    res = kafkas(bs, *args)
+    assert res.returncode == 0, f"{args}: {res.stdout}\n{res.stderr}"
+    return res.stdout

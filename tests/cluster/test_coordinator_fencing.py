@@ -1,0 +1,148 @@
+"""A transaction coordinator lost between PrepareCommit and its markers (issue acceptance 2, 3).
+
+Fault point ``txn.markers.delay`` holds the markers of a transaction its producer just ended for
+a few seconds after PrepareCommit is durable (completions resumed after a load go at once), so
+a test can kill -9, stop (SIGSTOP past its lease) or cut off the coordinator in that window.
+The new coordinator (the new leader of the ``__transaction_state`` partition) loads the
+PrepareCommit and writes the markers and CompleteCommit; a deposed coordinator that resumes
+has its markers fenced (TRANSACTION_COORDINATOR_FENCED at the partition leaders, or cancelled
+when it learns it resigned) and read_committed never sees a torn or doubled transaction.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.integration.test_transactions_cli import ok, table
+from tests.support.clients import consume_all, create_topic
+from tests.support.cluster import (
+    TRANSACTION,
+    coordinator_node,
+    describe,
+    restore,
+    start_cluster,
+    wait_for,
+    wait_internal_isr_complete,
+    wait_isr_complete,
+)
+from tests.support.eos import data_batches
+
+PARTITIONS = 3
+MARKER_DELAY_MS = 6000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(str(tmp_path_factory.mktemp("fencing")),
+                      **{"test.fault.points": f"txn.markers.delay:{MARKER_DELAY_MS}"})
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def healthy(cluster):
+    restore(cluster)
+    wait_internal_isr_complete(cluster)
+    yield cluster
+    restore(cluster)
+
+
+class Scenario:
+    """A topic, a transactional producer with one committed transaction (markers written by
+    the first coordinator, epoch ``first_epoch``), and a second one committed just now."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        tag = uuid.uuid4().hex[:6]
+        self.topic, self.txn_id = f"fence-{tag}", f"fence-{tag}"
+        create_topic(cluster.bootstrap, self.topic, PARTITIONS, replication_factor=3)
+        wait_isr_complete(cluster, self.topic)
+        self.producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": self.txn_id})
+        self.producer.init_transactions(30)
+        self.first = self._commit(b"first")
+        wait_for(lambda: len(self.read()) == len(self.first), 60, "the first transaction's markers")
+        self.first_epoch = self.coordinator_epochs()
+        assert len(set(self.first_epoch.values())) == 1, self.first_epoch
+        self.coordinator = coordinator_node(cluster, self.txn_id, TRANSACTION)
+
+    def _commit(self, tag: bytes) -> list[bytes]:
+        values = [tag + b"-%04d" % i for i in range(150)]
+        self.producer.begin_transaction()
+        for i, v in enumerate(values):
+            self.producer.produce(self.topic, value=v, partition=i % PARTITIONS)
+        self.producer.commit_transaction(30)  # returns once PrepareCommit is durable
+        return values
+
+    def commit_second(self) -> list[bytes]:
+        self.second = self._commit(b"second")
+        self.markers_due = time.monotonic() + MARKER_DELAY_MS / 1000
+        return self.second
+
+    def read(self) -> list[bytes]:
+        return sorted(m.value() for m in consume_all(self.cluster.bootstrap, self.topic, PARTITIONS, 10**6,
+                                                      timeout=3, **{"isolation.level": "read_committed"}))
+
+    def coordinator_epochs(self) -> dict[int, int]:
+        """Partition -> the coordinator epoch of the producer's last marker there."""
+        out = {}
+        for p in range(PARTITIONS):
+            rows = table(ok(self.cluster.bootstrap, "describe-producers", "--topic", self.topic,
+                            "--partition", str(p)))[1:]
+            out[p] = int(rows[0][2])
+        return out
+
+    def assert_second_completed_once_by_the_new_coordinator(self) -> None:
+        wait_for(lambda: len(self.read()) == len(self.first) + len(self.second), 60,
+                 "the new coordinator's markers")
+        assert self.read() == sorted(self.first + self.second)
+        epochs = self.coordinator_epochs()
+        old = self.first_epoch[0]
+        assert all(e > old for e in epochs.values()), f"markers of epoch {old} after failover: {epochs}"
+        state = dict(zip(*table(ok(self.cluster.bootstrap, "describe", "--transactional-id", self.txn_id))))
+        assert state["TransactionState"] == "CompleteCommit" and state["CoordinatorId"] != str(self.coordinator)
+
+    def assert_logs_hold_one_commit_per_partition_after_the_second(self) -> None:
+        """On every partition leader's disk: after the second transaction's data, exactly one
+        COMMIT marker, from the new coordinator epoch."""
+        parts = describe(self.cluster.bootstrap, self.topic)
+        for p, (leader, _, _) in parts.items():
+            batches = data_batches(self.cluster.node(leader).data_dir, self.topic, p)
+            last_data = max(i for i, b in enumerate(batches) if b.control is None)
+            markers = [b for b in batches[last_data + 1:] if b.control is not None]
+            assert len(markers) == 1 and markers[0].coordinator_epoch > self.first_epoch[p], (p, markers)
+
+
+def test_kill9_between_prepare_commit_and_markers(healthy):
+    s = Scenario(healthy)
+    s.commit_second()
+    healthy.node(s.coordinator).kill9()
+    s.assert_second_completed_once_by_the_new_coordinator()
+    healthy.node(s.coordinator).start()
+    healthy.wait_registered(set(healthy.nodes), 60)
+    wait_internal_isr_complete(healthy)
+    s.assert_logs_hold_one_commit_per_partition_after_the_second()
+    assert s.read() == sorted(s.first + s.second)
+
+
+def test_coordinator_stopped_past_its_lease_is_fenced_when_it_resumes(healthy):
+    s = Scenario(healthy)
+    old = healthy.node(s.coordinator)
+    s.commit_second()
+    old.pause()
+    try:
+        s.assert_second_completed_once_by_the_new_coordinator()
+        # Resume only once the held markers are due: the deposed coordinator wakes up wanting
+        # to send them with its old epoch (a wall-clock fault window, not a synchronization).
+        wait_for(lambda: time.monotonic() >= s.markers_due, MARKER_DELAY_MS / 1000, "the markers to be due")
+    finally:
+        old.resume()
+    healthy.wait_registered(set(healthy.nodes), 60)
+    wait_internal_isr_complete(healthy)
+    wait_for(lambda: "txn_coordinator_resigned" in old.output() or "TRANSACTION_COORDINATOR_FENCED" in old.output(),
+             30, "the deposed coordinator to resign or be fenced")
+    s.assert_logs_hold_one_commit_per_partition_after_the_second()
+    assert s.read() == sorted(s.first + s.second), "a torn or doubled transaction"

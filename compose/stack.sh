@@ -105,6 +105,7 @@ compose() { docker-compose -f docker-compose.yml "$@"; }
 build() {
     ensure_base
     copy_host_cas
+    trap 'rm -rf .build-ca' EXIT  # only the build sees them
     compose build --build-arg BASE_IMAGE="$BASE_IMAGE"
 }
 

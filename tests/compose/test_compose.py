@@ -27,7 +27,8 @@ from broker.devcluster import free_port
 from tests.support.broker_process import REPO
 from tests.support.cluster import describe, wait_for
 
-pytestmark = pytest.mark.compose
+# Cold (packages, dockerd, debootstrap, the build) it takes about two minutes; leave room.
+pytestmark = [pytest.mark.compose, pytest.mark.timeout(900)]
 
 STACK = str(REPO / "compose" / "stack.sh")
 PARTITIONS = 3

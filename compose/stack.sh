@@ -11,6 +11,7 @@
 # and pid file, default /var/tmp/kbroker-docker).
 # Exit status 3: docker cannot be had here (not root, no apt-get, or dockerd does not start).
 set -euo pipefail
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 cd "$(dirname "$0")/.."
 
 export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-kbroker}"

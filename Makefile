@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster test test-all test-unit test-cluster lint bench bench-quick bench-cluster clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster clean pipeline-setup pipeline-demo pipeline-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,18 @@ run: install
 # Three brokers and etcd on loopback (ports 9092-9094); Ctrl-C stops them all.
 cluster: install etcd
 	$(PY) -m broker.devcluster --nodes 3 --data-dir kbroker-cluster $(ARGS)
+
+# The same three brokers and etcd in docker-compose, published on 127.0.0.1:19092-19094.
+# compose/stack.sh installs docker.io, docker-compose and debootstrap (apt) when missing, starts
+# dockerd when none answers, and makes the base image (debootstrap) once.
+compose-build:
+	bash compose/stack.sh build
+
+compose-up:
+	bash compose/stack.sh up
+
+compose-down:
+	bash compose/stack.sh down
 
 test: tools pipeline-setup
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)

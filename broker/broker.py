@@ -1,6 +1,6 @@
 """The broker: wires config, storage, coordinators and the network layer together.
 
-Owns start-up (log recovery off the event loop, leader-epoch bump, listeners), the background
+Owns start-up (log recovery off the event loop, leader-epoch bump, one server per listener), the background
 tasks (retention, checkpoints, time-based flush), and an orderly shutdown that leaves a clean
 shutdown marker so the next start skips recovery.
 """
@@ -46,7 +46,10 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.incarnation_id = uuid.uuid4().hex
-        self.host, self.port = config.advertised()
+        self.inter_broker_listener = config.inter_broker_listener_name
+        # Advertised endpoint per listener name; a port 0 is filled in once bound (single node).
+        self.advertised = {s.name: (s.host, s.port) for s in config.advertised_listeners()}
+        self.host, self.port = self.advertised[self.inter_broker_listener]
         self.metrics = Metrics()
         self.connections: set[KafkaConnection] = set()
         self.clustered = bool(config["metadata.etcd.endpoints"])
@@ -58,6 +61,7 @@ class Broker:
         else:
             self.metadata = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id)
             self.metadata.register_self(self._registration())
+        self.metadata.inter_broker_listener = self.inter_broker_listener
         self.replica_manager = ReplicaManager(config, self.metadata, self.log_manager, self.metrics,
                                               self.node_id)
         self.controller: Controller | None = None
@@ -65,7 +69,7 @@ class Broker:
         self.group_coordinator = None
         self.txn_coordinator = None
         self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
-        self.server: asyncio.AbstractServer | None = None
+        self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
         self.metrics_server: asyncio.AbstractServer | None = None
         self.tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
@@ -113,15 +117,8 @@ class Broker:
             self.controller = Controller(self.metadata, self.config)
             self.metadata.broker_listeners.append(self.controller.wake)
             self.controller.start()
-        bind_host, bind_port = self.config.listener()
+        await self._bind_listeners()
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: KafkaConnection(self), bind_host or None,
-                                               bind_port, reuse_address=True, backlog=1024)
-        actual_port = self.server.sockets[0].getsockname()[1]
-        if self.port == 0:
-            self.port = actual_port
-            if not self.clustered:
-                self.metadata.register_self(self._registration())
         ml = self.config["metrics.listener"]
         if ml:
             mhost, _, mport = ml.rpartition(":")
@@ -142,17 +139,40 @@ class Broker:
             self.cleaner = LogCleaner()
             self.tasks.append(loop.create_task(self._periodic(self._cleaner_pass,
                                                               self.config["log.cleaner.backoff.ms"])))
-        log.info("broker_started", node_id=self.node_id, listener=f"{bind_host}:{actual_port}",
-                 advertised=f"{self.host}:{self.port}", cluster_id=self.cluster_id,
+        log.info("broker_started", node_id=self.node_id,
+                 listeners={n: _sockname(s) for n, s in self.servers.items()},
+                 advertised={n: f"{h}:{p}" for n, (h, p) in self.advertised.items()},
+                 inter_broker_listener=self.inter_broker_listener, cluster_id=self.cluster_id,
                  log_dir=self.config.log_dir)
+
+    async def _bind_listeners(self) -> None:
+        """One server per listener; each connection knows the listener it came in on. An
+        advertised port 0 becomes the port bound (single node: registered again)."""
+        loop = asyncio.get_running_loop()
+        for spec in self.config.listeners():
+            self.servers[spec.name] = await loop.create_server(
+                lambda name=spec.name: KafkaConnection(self, name), spec.host or None, spec.port,
+                reuse_address=True, backlog=1024)
+            host, port = self.advertised[spec.name]
+            if port == 0:
+                self.advertised[spec.name] = (host, self.servers[spec.name].sockets[0].getsockname()[1])
+        self.host, self.port = self.advertised[self.inter_broker_listener]
+        if not self.clustered:
+            self.metadata.register_self(self._registration())
+
+    def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
+        """Where a broker (this one or a peer) is reached on ``listener`` (default: inter-broker)."""
+        if node_id == self.node_id:
+            return self.advertised.get(listener or self.inter_broker_listener)
+        return self.metadata.endpoint(node_id, listener)
 
     def _registration(self) -> BrokerRegistration:
         return BrokerRegistration(self.node_id, self.host, self.port, self.config["broker.rack"],
-                                  self.incarnation_id)
+                                  self.incarnation_id, endpoints=dict(self.advertised))
 
     async def _join_cluster(self, registration: BrokerRegistration) -> None:
         """Register under a lease and load the current image; replication starts with it."""
-        if self.port == 0:
+        if any(port == 0 for _, port in self.advertised.values()):
             raise SystemExit("a clustered broker needs a fixed port in listeners/advertised.listeners")
         try:
             await self.metadata.start(registration)
@@ -285,8 +305,8 @@ class Broker:
             await self.controller.stop()
         for task in self.tasks:
             task.cancel()
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers.values():
+            server.close()
         if self.metrics_server is not None:
             self.metrics_server.close()
         for conn in list(self.connections):
@@ -309,6 +329,11 @@ class Broker:
         body = struct.pack(">hihhh", ErrorCode.unsupported_version, 1, API_VERSIONS_KEY,
                            spec.min_version, spec.max_version)
         return codec.frame_prefix(API_VERSIONS_KEY, 0, correlation_id, len(body)), body
+
+
+def _sockname(server: asyncio.AbstractServer) -> str:
+    host, port = server.sockets[0].getsockname()[:2]
+    return f"{host}:{port}"
 
 
 def raise_open_file_limit() -> None:

@@ -7,8 +7,15 @@ single-node server.properties apply where Kafka's defaults assume three nodes (i
 topics with replication factor 1, ``transaction.state.log.min.isr`` 1,
 ``group.initial.rebalance.delay.ms`` 0).
 
+Listeners follow Kafka: ``listeners`` and ``advertised.listeners`` are lists of
+``NAME://host:port``, ``listener.security.protocol.map`` maps each name to a protocol and
+``inter.broker.listener.name`` (default: the first listener) is what peers use.
+
 Differs from Kafka: keys for features not implemented yet (SASL, TLS, quotas, KRaft
-controller settings) are accepted and ignored, and say so in the start-up log.
+controller settings) are accepted and ignored, and say so in the start-up log; a listener
+mapped to anything but PLAINTEXT stops start-up. Without a protocol map, BROKER, CLIENT,
+INTERNAL and EXTERNAL are PLAINTEXT too (Kafka's default map knows only the protocol names);
+a listener that ``advertised.listeners`` leaves out is advertised as bound.
 """
 
 from __future__ import annotations
@@ -64,8 +71,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("broker.id", int, None, *at_least(-1)),
     _k("listeners", str, "PLAINTEXT://localhost:9092"),
     _k("advertised.listeners", str, None),
-    _k("listener.security.protocol.map", str, None, ignored=True),
-    _k("inter.broker.listener.name", str, None, ignored=True),
+    _k("listener.security.protocol.map", str, None),
+    _k("inter.broker.listener.name", str, None),
     _k("controller.listener.names", str, None, ignored=True),
     _k("controller.quorum.voters", str, None, ignored=True),
     _k("controller.quorum.bootstrap.servers", str, None, ignored=True),
@@ -244,27 +251,115 @@ class BrokerConfig:
         v = self.values.get("log.flush.interval.ms")
         return LONG_MAX if v is None else v
 
+    # --- listeners -----------------------------------------------------------------------
+
+    def listeners(self) -> list[ListenerSpec]:
+        """What this broker binds, in the order given (``listeners``)."""
+        specs = parse_listeners(self.values["listeners"], "listeners", self.security_protocol_map())
+        if not specs:
+            raise ConfigError("Invalid value '' for configuration listeners: at least one listener is required")
+        return specs
+
+    def advertised_listeners(self) -> list[ListenerSpec]:
+        """What this broker tells clients, per listener; a listener ``advertised.listeners`` does
+        not name is advertised as bound (0.0.0.0 and :: as localhost)."""
+        raw = self.values.get("advertised.listeners")
+        named = {s.name: s for s in parse_listeners(raw or "", "advertised.listeners",
+                                                    self.security_protocol_map())}
+        bound = self.listeners()
+        unknown = sorted(set(named) - {s.name for s in bound})
+        if unknown:
+            raise ConfigError(f"Invalid value {raw!r} for configuration advertised.listeners: listener "
+                              f"{unknown[0]} is not in listeners")
+        out = []
+        for spec in bound:
+            adv = named.get(spec.name, spec)
+            host = "localhost" if adv.host in ("", "0.0.0.0", "::") else adv.host
+            out.append(ListenerSpec(spec.name, host, adv.port))
+        return out
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """``inter.broker.listener.name``; unset, the first listener (PLAINTEXT in Kafka's default)."""
+        bound = self.listeners()
+        name = self.values.get("inter.broker.listener.name")
+        if not name:
+            return bound[0].name
+        if name.upper() not in {s.name for s in bound}:
+            raise ConfigError(f"Invalid value {name!r} for configuration inter.broker.listener.name: "
+                              f"not one of the listeners ({', '.join(s.name for s in bound)})")
+        return name.upper()
+
+    def security_protocol_map(self) -> dict[str, str]:
+        raw = self.values.get("listener.security.protocol.map")
+        return parse_security_protocol_map(raw) if raw else dict(DEFAULT_SECURITY_PROTOCOL_MAP)
+
     def listener(self) -> tuple[str, int]:
-        return parse_listener(_list(self.values["listeners"])[0], "listeners")
+        """Where the inter-broker listener binds."""
+        return self._inter_broker(self.listeners())
 
     def advertised(self) -> tuple[str, int]:
-        raw = self.values.get("advertised.listeners")
-        host, port = parse_listener(_list(raw)[0], "advertised.listeners") if raw else self.listener()
-        if host in ("", "0.0.0.0", "::"):
-            host = "localhost"
-        return host, port
+        """Where peers reach this broker: the inter-broker listener as advertised."""
+        return self._inter_broker(self.advertised_listeners())
+
+    def _inter_broker(self, specs: list[ListenerSpec]) -> tuple[str, int]:
+        name = self.inter_broker_listener_name
+        spec = next(s for s in specs if s.name == name)
+        return spec.host, spec.port
 
 
-def parse_listener(spec: str, key: str) -> tuple[str, int]:
+@dataclass(frozen=True, slots=True)
+class ListenerSpec:
+    name: str  # upper case, as Kafka normalises listener names
+    host: str
+    port: int
+
+
+# Kafka's default map, plus the names this broker accepted before the map was read.
+DEFAULT_SECURITY_PROTOCOL_MAP = {
+    "PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT", "SASL_SSL": "SASL_SSL",
+    "BROKER": "PLAINTEXT", "CLIENT": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT",
+}
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_security_protocol_map(raw: str) -> dict[str, str]:
+    key = "listener.security.protocol.map"
+    out: dict[str, str] = {}
+    for item in _list(raw):
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip() or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {key}: expected NAME:PROTOCOL pairs "
+                              f"with PROTOCOL one of {', '.join(SECURITY_PROTOCOLS)}")
+        out[name.strip().upper()] = protocol
+    return out
+
+
+def parse_listeners(raw: str, key: str, protocols: dict[str, str]) -> list[ListenerSpec]:
+    """``NAME://host:port`` entries; names unique, each mapped to PLAINTEXT (the only protocol served)."""
+    specs = [parse_listener_spec(item, key) for item in _list(raw)]
+    names = [s.name for s in specs]
+    for spec in specs:
+        if names.count(spec.name) > 1:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {key}: listener {spec.name} appears twice")
+        protocol = protocols.get(spec.name)
+        if protocol is None:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {key}: listener {spec.name} is not in "
+                              f"listener.security.protocol.map")
+        if protocol != "PLAINTEXT":
+            raise ConfigError(f"Invalid value {raw!r} for configuration {key}: listener {spec.name} uses "
+                              f"{protocol}; only PLAINTEXT listeners are supported")
+    return specs
+
+
+def parse_listener_spec(spec: str, key: str) -> ListenerSpec:
     if "://" not in spec:
         raise ConfigError(f"Invalid value {spec!r} for configuration {key}: expected NAME://host:port")
     name, rest = spec.split("://", 1)
-    if name.upper() not in ("PLAINTEXT", "BROKER", "CLIENT", "INTERNAL", "EXTERNAL"):
-        raise ConfigError(f"Invalid value {spec!r} for configuration {key}: "
-                          f"only PLAINTEXT listeners are supported")
     host, _, port = rest.rpartition(":")
     try:
-        return host.strip("[]"), int(port)
+        return ListenerSpec(name.strip().upper(), host.strip("[]"), int(port))
     except ValueError:
         raise ConfigError(f"Invalid value {spec!r} for configuration {key}: bad port") from None
 
@@ -297,8 +392,7 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
         if key.ignored and name in properties:
             ignored.append(name)
     config = BrokerConfig(values, unknown, ignored)
-    config.listener()
-    config.advertised()
+    config.advertised()  # every listener setting is checked now: a bad one stops start-up
     return config
 
 

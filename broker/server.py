@@ -56,10 +56,16 @@ class RequestContext:
         self.connection = connection
         self.api_version = header.api_version
 
+    @property
+    def listener(self) -> str | None:
+        """The name of the listener the request arrived on (None: not from a listener)."""
+        return getattr(self.connection, "listener", None)
+
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: str | None = None) -> None:
         self.broker = broker
+        self.listener = listener  # the listener name: answers advertise that listener's endpoints
         self.buffer = bytearray()
         self.frames: deque[bytes] = deque()
         self.transport: asyncio.Transport | None = None

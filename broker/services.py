@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 class BrokerServices(Protocol):
     node_id: int
-    host: str
+    host: str  # this broker's inter-broker endpoint, as advertised
     port: int
     clustered: bool
     config: BrokerConfig
@@ -39,3 +39,7 @@ class BrokerServices(Protocol):
 
     @property
     def cluster_id(self) -> str: ...
+
+    def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
+        """Where a broker is reached on ``listener`` (default: the inter-broker listener)."""
+        ...

@@ -34,11 +34,8 @@ class BrokerTxnServices(BrokerCoordinatorServices):
         return max(len(self.broker.metadata.brokers), 1)
 
     def endpoint(self, node_id: int) -> tuple[str, int] | None:
-        """Where to reach a broker: this one, or a registered peer."""
-        b = self.broker
-        if node_id == b.node_id:
-            return b.host, b.port
-        return b.metadata.endpoint(node_id)
+        """Where to reach a broker (this one or a registered peer) on the inter-broker listener."""
+        return self.broker.endpoint(node_id)
 
     def generate_producer_id(self) -> int:
         return self.broker.producer_ids.generate_producer_id()

@@ -110,8 +110,7 @@ def _leader_endpoints(ctx: RequestContext, results: list) -> list | None:
     leaders = {p[6][0] for _, parts in results for p in parts if len(p) > 6}
     if not leaders:
         return None
-    brokers = ctx.services.metadata.brokers
-    return [(n, brokers[n].host, brokers[n].port, brokers[n].rack) for n in sorted(leaders) if n in brokers]
+    return [b for b in ctx.services.metadata.brokers_on(ctx.listener) if b[0] in leaders]
 
 
 async def _await_replication(ctx: RequestContext, delayed: list, timeout_s: float) -> None:

@@ -1,10 +1,11 @@
 """Metadata: v0-12
 
 Behavior:
-- Lists every registered broker (with its rack), the cluster id, the controller and the
-  requested topics with each partition's leader, leader epoch, replicas, ISR, offline replicas
-  (on brokers that are down) and topic ids (v10+); a partition with no leader answers
-  LEADER_NOT_AVAILABLE.
+- Lists every registered broker (with its rack) by its endpoint on the listener the request
+  arrived on (a broker without that listener is left out, as in Kafka), the cluster id, the
+  controller and the requested topics with each partition's leader, leader epoch, replicas,
+  ISR, offline replicas (on brokers that are down) and topic ids (v10+); a partition with no
+  leader answers LEADER_NOT_AVAILABLE.
 - All topics when the request's topic list is empty (v0) or null (v1+); none when it is an
   empty list on v1+.
 - An unknown topic is created when both ``auto.create.topics.enable`` and the request's
@@ -72,7 +73,7 @@ async def handle_metadata(ctx: RequestContext, request) -> bytes:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         entries = [await _lookup(ctx, t, version, allow_auto) for t in requested]
     return fast.encode_metadata_response(
-        version, [(r.node_id, r.host, r.port, r.rack) for _, r in sorted(broker.metadata.brokers.items())],
+        version, broker.metadata.brokers_on(ctx.listener),
         broker.cluster_id, _controller_id(broker),
         [(e["error_code"], e["name"], e["topic_id"], e["is_internal"],
           [(p["error_code"], p["partition_index"], p["leader_id"], p["leader_epoch"],

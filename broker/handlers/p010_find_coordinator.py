@@ -40,7 +40,7 @@ def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.services
-    node_id, host, port = broker.node_id, broker.host, broker.port
+    node_id = broker.node_id
     if key_type == GROUP and broker.clustered:
         code, node_id = _group_node(ctx, key)
     elif key_type == GROUP:
@@ -49,8 +49,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
         code, node_id = broker.txn_coordinator.coordinator_node(key)
     else:
         code = ErrorCode.invalid_request
-    if not code and node_id != broker.node_id:
-        endpoint = broker.metadata.endpoint(node_id)
+    if not code:
+        endpoint = broker.endpoint(node_id, ctx.listener)
         if endpoint is None:
             code = ErrorCode.coordinator_not_available
         else:

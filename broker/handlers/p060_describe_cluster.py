@@ -2,7 +2,8 @@
 
 Behavior:
 - Returns the cluster id, the controller id (this broker: it is its own controller, and a
-  KRaft broker reports a live broker here too) and this broker's advertised endpoint.
+  KRaft broker reports a live broker here too) and the live brokers' endpoints on the listener
+  the request arrived on (a broker without that listener is left out, as in Kafka).
 - ``include_cluster_authorized_operations``: with no authorizer every cluster operation is
   allowed, so the bit field of all of them (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
   DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), as Kafka; otherwise INT32_MIN.
@@ -44,8 +45,8 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
         "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": b.cluster_id,
         "controller_id": b.metadata.controller_id if b.metadata.controller_id >= 0 else b.node_id,
-        "brokers": [{"broker_id": r.node_id, "host": r.host, "port": r.port, "rack": r.rack}
-                    for _, r in sorted(b.metadata.brokers.items())],
+        "brokers": [{"broker_id": n, "host": host, "port": port, "rack": rack}
+                    for n, host, port, rack in b.metadata.brokers_on(ctx.listener)],
         "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
                                           else NO_OPERATIONS),
     }

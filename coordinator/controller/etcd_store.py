@@ -3,7 +3,8 @@
 Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/kbroker``)::
 
     cluster_id                      put once, by whoever comes first
-    brokers/<node.id>               BrokerRegistration, attached to the broker's lease
+    brokers/<node.id>               BrokerRegistration (endpoints by listener name), attached
+                                    to the broker's lease
     controller                      the elected controller's node id, attached to its lease;
                                     its create_revision is the controller epoch
     topics/<name>                   topic id, configs, partition count
@@ -469,10 +470,16 @@ def _chunks(items: list, size: int) -> list[list]:
 
 
 def _registration_json(r: BrokerRegistration) -> dict:
+    """``host``/``port`` (the inter-broker endpoint) stay for readers of the one-endpoint form."""
     return {"node_id": r.node_id, "host": r.host, "port": r.port, "rack": r.rack,
-            "incarnation_id": r.incarnation_id, "controlled_shutdown": r.controlled_shutdown}
+            "incarnation_id": r.incarnation_id, "controlled_shutdown": r.controlled_shutdown,
+            "endpoints": [{"listener": name, "host": host, "port": port}
+                          for name, (host, port) in r.endpoints.items()]}
 
 
 def _registration_from_json(raw: dict) -> BrokerRegistration:
+    """Also reads a registration without ``endpoints`` (written before listeners had names)."""
+    endpoints = {e["listener"]: (e["host"], e["port"]) for e in raw.get("endpoints", ())}
     return BrokerRegistration(raw["node_id"], raw["host"], raw["port"], raw.get("rack"),
-                              raw.get("incarnation_id", ""), raw.get("controlled_shutdown", False))
+                              raw.get("incarnation_id", ""), raw.get("controlled_shutdown", False),
+                              endpoints)

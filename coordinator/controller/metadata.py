@@ -1,6 +1,6 @@
 """Cluster metadata as brokers read it: records of state and the synchronous cache.
 
-Owns: :class:`BrokerRegistration`, :class:`PartitionState`, :class:`TopicState` and
+Owns: :class:`BrokerRegistration` (a broker's endpoints by listener name), :class:`PartitionState`, :class:`TopicState` and
 :class:`MetadataCache`, the image every handler reads without awaiting (topics, partition
 leaders, ISR, live brokers, the controller id). A backend (the embedded file store or the etcd
 store) feeds the cache; the broker applies the partitions that changed (``changed`` listeners)
@@ -21,12 +21,22 @@ NO_LEADER = -1
 
 @dataclass(slots=True)
 class BrokerRegistration:
+    """A live broker. ``host``/``port`` is its inter-broker endpoint (all an old registration
+    holds); ``endpoints`` its advertised endpoint per listener name, as Kafka registers them."""
     node_id: int
     host: str
     port: int
     rack: str | None = None
     incarnation_id: str = ""
     controlled_shutdown: bool = False
+    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+    def endpoint_on(self, listener: str | None) -> tuple[str, int] | None:
+        """The endpoint on ``listener``; None if the broker has no such listener. An old
+        registration (no listener names) answers its only endpoint for every listener."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        return self.endpoints.get(listener)
 
 
 @dataclass
@@ -81,6 +91,7 @@ class MetadataCache:
         self.topics: dict[str, TopicState] = {}
         self.brokers: dict[int, BrokerRegistration] = {}
         self.controller_id = NO_LEADER
+        self.inter_broker_listener: str | None = None  # the listener peers are reached on
         self.listeners: list[Listener] = []
         self.broker_listeners: list[Callable[[], None]] = []  # registrations or controller changed
 
@@ -99,9 +110,20 @@ class MetadataCache:
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
-    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+    def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
+        """A broker's endpoint on ``listener`` (default: the inter-broker listener)."""
         b = self.brokers.get(node_id)
-        return None if b is None else (b.host, b.port)
+        return None if b is None else b.endpoint_on(listener or self.inter_broker_listener)
+
+    def brokers_on(self, listener: str | None) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of the live brokers on ``listener``, by node id; a broker
+        without that listener is left out, as Kafka does."""
+        out = []
+        for node_id, b in sorted(self.brokers.items()):
+            endpoint = b.endpoint_on(listener or self.inter_broker_listener)
+            if endpoint is not None:
+                out.append((node_id, *endpoint, b.rack))
+        return out
 
     def notify(self, partitions: set[tuple[str, int]], deleted_topics: set[str]) -> None:
         """Tell the listeners which partitions changed (and which topics are gone)."""

@@ -4,6 +4,10 @@ Topology: a bridge in the root namespace (the address etcd and the test clients 
 broker, a namespace whose veth peer is attached to the bridge. Cutting a broker off sets its
 bridge-side link down: it can reach neither etcd nor the other brokers, and only a client
 inside its own namespace can reach it. Needs root and iproute2 (``ip``).
+
+Where dockerd runs (``make compose-up``, tests/compose), the FORWARD chain's policy is DROP and
+bridged frames pass through iptables (br_netfilter): the topology accepts its own bridge's
+traffic first, and takes that rule away with the bridge.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class Topology:
         _ip("link", "add", self.bridge, "type", "bridge")
         _ip("addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
+        self._forwarding("-I")
         for n in self.node_ids:
             ns, host, peer = self.netns(n), self.host_link(n), f"kbv{self.tag}n{n}"
             _ip("netns", "add", ns)
@@ -61,6 +66,12 @@ class Topology:
             _ip("link", "set", peer, "up", netns=ns)
             _ip("link", "set", "lo", "up", netns=ns)
         return self
+
+    def _forwarding(self, action: str) -> None:
+        """Insert (-I) or delete (-D) the FORWARD rule that accepts this bridge's own traffic."""
+        if shutil.which("iptables") is not None:
+            subprocess.run(["iptables", action, "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"],
+                           capture_output=True, timeout=10)
 
     def cut(self, node_id: int) -> None:
         _ip("link", "set", self.host_link(node_id), "down")
@@ -73,3 +84,4 @@ class Topology:
             subprocess.run(["ip", "netns", "del", self.netns(n)], capture_output=True, timeout=10)
             subprocess.run(["ip", "link", "del", self.host_link(n)], capture_output=True, timeout=10)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=10)
+        self._forwarding("-D")

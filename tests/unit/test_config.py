@@ -44,12 +44,14 @@ def test_properties_format():
                      "long.value": "a,b"}
 
 
-def test_cli_bad_value_exits_with_one_line_message(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "broker", "--override", "num.partitions=-4",
+@pytest.mark.parametrize("override, expected", [("num.partitions=-4", "num.partitions"),
+                                                 ("listeners=SSL://127.0.0.1:9093", "only PLAINTEXT")])
+def test_cli_bad_value_exits_with_one_line_message(tmp_path, override, expected):
+    proc = subprocess.run([sys.executable, "-m", "broker", "--override", override,
                            "--override", f"log.dirs={tmp_path}"], cwd=REPO, capture_output=True,
                           text=True, timeout=30)
     assert proc.returncode == 2
-    assert "num.partitions" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert expected in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_cli_strict_config_rejects_unknown_key(tmp_path):
@@ -58,3 +60,75 @@ def test_cli_strict_config_rejects_unknown_key(tmp_path):
                           cwd=REPO, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert "log.segment.bytes" in proc.stderr
+
+
+# --------------------------------------------------------------------------- listeners
+TWO_LISTENERS = {
+    "listeners": "INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:19092",
+    "advertised.listeners": "INTERNAL://broker1:9092,EXTERNAL://127.0.0.1:19092",
+    "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+    "inter.broker.listener.name": "INTERNAL",
+}
+
+
+def test_two_listeners_bound_advertised_and_inter_broker():
+    c = load_config(TWO_LISTENERS)
+    assert [(s.name, s.host, s.port) for s in c.listeners()] == [("INTERNAL", "0.0.0.0", 9092),
+                                                                   ("EXTERNAL", "0.0.0.0", 19092)]
+    assert [(s.name, s.host, s.port) for s in c.advertised_listeners()] == [("INTERNAL", "broker1", 9092),
+                                                                              ("EXTERNAL", "127.0.0.1", 19092)]
+    assert c.inter_broker_listener_name == "INTERNAL"
+    assert c.listener() == ("0.0.0.0", 9092) and c.advertised() == ("broker1", 9092)
+    assert "inter.broker.listener.name" not in c.ignored
+
+
+def test_inter_broker_listener_defaults_to_the_first_and_may_be_any():
+    c = load_config({"listeners": "CLIENT://:9093,BROKER://127.0.0.1:9094"})
+    assert c.inter_broker_listener_name == "CLIENT"
+    assert c.advertised() == ("localhost", 9093)  # an empty host is advertised as localhost
+    c = load_config({"listeners": "client://:9093,broker://127.0.0.1:9094", "inter.broker.listener.name": "broker"})
+    assert c.inter_broker_listener_name == "BROKER" and c.advertised() == ("127.0.0.1", 9094)
+
+
+def test_a_listener_left_out_of_advertised_listeners_is_advertised_as_bound():
+    c = load_config({**TWO_LISTENERS, "advertised.listeners": "EXTERNAL://example.test:29092"})
+    assert {s.name: (s.host, s.port) for s in c.advertised_listeners()} == {
+        "INTERNAL": ("localhost", 9092), "EXTERNAL": ("example.test", 29092)}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL"}, "EXTERNAL uses SSL"),
+    ({"listeners": "SASL_SSL://:9093", "advertised.listeners": "", "inter.broker.listener.name": "",
+      "listener.security.protocol.map": ""}, "SASL_SSL uses SASL_SSL"),
+    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT"}, "EXTERNAL is not in listener.security"),
+    ({"listener.security.protocol.map": "INTERNAL:PLAIN"}, "expected NAME:PROTOCOL"),
+    ({"advertised.listeners": "OTHER://h:1",
+      "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,OTHER:PLAINTEXT"},
+     "OTHER is not in listeners"),
+    ({"inter.broker.listener.name": "REPLICATION"}, "not one of the listeners"),
+    ({"listeners": "INTERNAL://:1,INTERNAL://:2"}, "INTERNAL appears twice"),
+    ({"listeners": "INTERNAL://:x"}, "bad port"),
+    ({"listeners": "localhost:9092"}, "expected NAME://host:port"),
+])
+def test_bad_listener_settings_are_one_line_errors(change, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config({**TWO_LISTENERS, **change})
+    assert "\n" not in str(info.value)
+
+
+def test_registration_carries_endpoints_by_listener_and_old_ones_still_read():
+    from coordinator.controller.etcd_store import _registration_from_json, _registration_json
+    from coordinator.controller.metadata import BrokerRegistration, MetadataCache
+
+    new = BrokerRegistration(1, "broker1", 9092, "r1", "x",
+                             endpoints={"INTERNAL": ("broker1", 9092), "EXTERNAL": ("127.0.0.1", 19092)})
+    assert _registration_from_json(_registration_json(new)) == new
+    old = _registration_from_json({"node_id": 2, "host": "10.0.0.2", "port": 9092, "rack": None})
+    assert old.endpoints == {} and old.endpoint_on("EXTERNAL") == ("10.0.0.2", 9092)
+    only_internal = BrokerRegistration(3, "broker3", 9092, endpoints={"INTERNAL": ("broker3", 9092)})
+    cache = MetadataCache(1)
+    cache.brokers = {1: new, 2: old, 3: only_internal}
+    cache.inter_broker_listener = "INTERNAL"
+    assert cache.brokers_on("EXTERNAL") == [(1, "127.0.0.1", 19092, "r1"), (2, "10.0.0.2", 9092, None)]
+    assert [b[0] for b in cache.brokers_on(None)] == [1, 2, 3]
+    assert cache.endpoint(1) == ("broker1", 9092) and cache.endpoint(3, "EXTERNAL") is None

@@ -11,7 +11,6 @@ right broker.
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 
@@ -33,7 +32,7 @@ from tests.support.cluster import (
 from tests.support.copier import Copier, transform
 
 PARTITIONS = 3
-RECORDS = int(os.environ.get("KBROKER_FAILOVER_RECORDS", "6000"))
+RECORDS = 6000
 KILLS = 2
 
 
@@ -90,33 +89,44 @@ class Chaos(threading.Thread):
 
 @pytest.mark.parametrize("role", ["transaction", "group"])
 def test_copier_is_exactly_once_while_its_coordinator_is_killed(healthy, role):
-    cluster = healthy
+    _copy_under_chaos(healthy, role, RECORDS, KILLS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("role", ["transaction", "group"])
+def test_copier_over_100k_records_is_exactly_once_while_its_coordinator_is_killed(healthy, role):
+    _copy_under_chaos(healthy, role, 100_000, 6)
+
+
+def _copy_under_chaos(cluster, role: str, records: int, kills: int) -> None:
     tag = uuid.uuid4().hex[:6]
     source, sink = f"src-{role}-{tag}", f"dst-{role}-{tag}"
     _topic(cluster, source)
     _topic(cluster, sink)
-    values = _fill(cluster, source, RECORDS)
+    values = _fill(cluster, source, records)
     group, txn_id = f"copier-{tag}", f"copier-{tag}"
-    copier = Copier(cluster.bootstrap, source, sink, group, txn_id, batch=max(RECORDS // 40, 50))
+    copier = Copier(cluster.bootstrap, source, sink, group, txn_id, batch=max(records // 40, 50))
     key, key_type = (txn_id, TRANSACTION) if role == "transaction" else (group, GROUP)
-    chaos = Chaos(cluster, copier, key, key_type, KILLS, every=4)
+    chaos = Chaos(cluster, copier, key, key_type, kills, every=max(40 // (kills + 1), 2))
     chaos.start()
+    end = {p: records // PARTITIONS for p in range(PARTITIONS)}
     try:
-        copier.run_until({p: RECORDS // PARTITIONS for p in range(PARTITIONS)}, timeout=300)
+        copier.run_until(end, timeout=300 + records / 100)
         chaos.join(180)
     finally:
         chaos.stop_event.set()
         copier.close()
     assert chaos.failure is None, chaos.failure
-    assert len(chaos.killed) == KILLS, f"the coordinator was killed {len(chaos.killed)} times"
-    out = consume_all(cluster.bootstrap, sink, PARTITIONS, RECORDS, timeout=90, **{"isolation.level": "read_committed"})
+    assert len(chaos.killed) == kills, f"the coordinator was killed {len(chaos.killed)} times"
+    out = consume_all(cluster.bootstrap, sink, PARTITIONS, records, timeout=120,
+                      **{"isolation.level": "read_committed"})
     got = sorted(m.value() for m in out)
-    assert len(got) == RECORDS, f"{len(got)} records for {RECORDS} inputs (aborts: {copier.aborts})"
+    assert len(got) == records, f"{len(got)} records for {records} inputs (aborts: {copier.aborts})"
     assert got == sorted(transform(v) for v in values), "a record lost or duplicated"
     check = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
     committed = check.committed([TopicPartition(source, p) for p in range(PARTITIONS)], 30)
     check.close()
-    assert {tp.partition: tp.offset for tp in committed} == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}
+    assert {tp.partition: tp.offset for tp in committed} == end
 
 
 def test_group_of_three_rebalances_on_the_new_coordinator_and_keeps_its_offsets(healthy):

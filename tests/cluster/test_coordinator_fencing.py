@@ -17,12 +17,16 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from broker.devcluster import DevCluster
 from tests.integration.test_transactions_cli import ok, table
+from tests.support import netns
 from tests.support.clients import consume_all, create_topic
 from tests.support.cluster import (
+    FAST_FAILOVER,
     TRANSACTION,
     coordinator_node,
     describe,
+    require_etcd,
     restore,
     start_cluster,
     wait_for,
@@ -33,14 +37,34 @@ from tests.support.eos import data_batches
 
 PARTITIONS = 3
 MARKER_DELAY_MS = 6000
+FAULTS = {"test.fault.points": f"txn.markers.delay:{MARKER_DELAY_MS}"}
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = start_cluster(str(tmp_path_factory.mktemp("fencing")),
-                      **{"test.fault.points": f"txn.markers.delay:{MARKER_DELAY_MS}"})
+    c = start_cluster(str(tmp_path_factory.mktemp("fencing")), **FAULTS)
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def partitioned(tmp_path_factory):
+    """The brokers each in a network namespace behind a bridge (see tests/support/netns.py)."""
+    reason = netns.available()
+    if reason:
+        pytest.skip(reason)
+    require_etcd()
+    topo = netns.Topology(3).create()
+    c = DevCluster(str(tmp_path_factory.mktemp("fencing-netns")), 3, base_port=9092,
+                   overrides={**FAST_FAILOVER, **FAULTS}, etcd_host=topo.host_ip,
+                   node_hosts={n: topo.node_ip(n) for n in topo.node_ids},
+                   command_prefixes={n: topo.prefix(n) for n in topo.node_ids})
+    try:
+        c.start()
+        yield c, topo
+    finally:
+        c.kill()
+        topo.destroy()
 
 
 @pytest.fixture
@@ -142,6 +166,27 @@ def test_coordinator_stopped_past_its_lease_is_fenced_when_it_resumes(healthy):
         old.resume()
     healthy.wait_registered(set(healthy.nodes), 60)
     wait_internal_isr_complete(healthy)
+    wait_for(lambda: "txn_coordinator_resigned" in old.output() or "TRANSACTION_COORDINATOR_FENCED" in old.output(),
+             30, "the deposed coordinator to resign or be fenced")
+    s.assert_logs_hold_one_commit_per_partition_after_the_second()
+    assert s.read() == sorted(s.first + s.second), "a torn or doubled transaction"
+
+
+def test_coordinator_cut_off_by_the_network_is_fenced_when_it_returns(partitioned):
+    cluster, topo = partitioned
+    s = Scenario(cluster)
+    old = cluster.node(s.coordinator)
+    s.commit_second()
+    topo.cut(s.coordinator)
+    try:
+        s.assert_second_completed_once_by_the_new_coordinator()
+        # Heal once the held markers are due: the deposed coordinator, which has not heard
+        # from etcd or its peers, sends them with its old epoch as soon as it can.
+        wait_for(lambda: time.monotonic() >= s.markers_due, MARKER_DELAY_MS / 1000, "the markers to be due")
+    finally:
+        topo.heal(s.coordinator)
+    cluster.wait_registered(set(cluster.nodes), 60)
+    wait_internal_isr_complete(cluster)
     wait_for(lambda: "txn_coordinator_resigned" in old.output() or "TRANSACTION_COORDINATOR_FENCED" in old.output(),
              30, "the deposed coordinator to resign or be fenced")
     s.assert_logs_hold_one_commit_per_partition_after_the_second()

@@ -32,8 +32,12 @@ class Copier:
         self.consumer.subscribe([source])
 
     def _new_producer(self) -> Producer:
+        # Short idle connections and metadata refreshes make broker state changes that re-drive
+        # librdkafka's coordinator lookup, which otherwise can wait forever on a group
+        # coordinator it dropped from its metadata (librdkafka#5456, #5511).
         p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
-                      "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
+                      "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
+                      "connections.max.idle.ms": 2000, "topic.metadata.refresh.interval.ms": 1000})
         self._retry(lambda: p.init_transactions(30), "init_transactions")
         self.producers += 1
         return p

@@ -17,16 +17,13 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from broker.devcluster import DevCluster
 from tests.integration.test_transactions_cli import ok, table
-from tests.support import netns
 from tests.support.clients import consume_all, create_topic
 from tests.support.cluster import (
-    FAST_FAILOVER,
     TRANSACTION,
     coordinator_node,
     describe,
-    require_etcd,
+    netns_cluster,
     restore,
     start_cluster,
     wait_for,
@@ -49,22 +46,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def partitioned(tmp_path_factory):
-    """The brokers each in a network namespace behind a bridge (see tests/support/netns.py)."""
-    reason = netns.available()
-    if reason:
-        pytest.skip(reason)
-    require_etcd()
-    topo = netns.Topology(3).create()
-    c = DevCluster(str(tmp_path_factory.mktemp("fencing-netns")), 3, base_port=9092,
-                   overrides={**FAST_FAILOVER, **FAULTS}, etcd_host=topo.host_ip,
-                   node_hosts={n: topo.node_ip(n) for n in topo.node_ids},
-                   command_prefixes={n: topo.prefix(n) for n in topo.node_ids})
-    try:
-        c.start()
-        yield c, topo
-    finally:
-        c.kill()
-        topo.destroy()
+    with netns_cluster(str(tmp_path_factory.mktemp("fencing-netns")), **FAULTS) as (cluster, topo):
+        yield cluster, topo
 
 
 @pytest.fixture
@@ -140,6 +123,17 @@ class Scenario:
             assert len(markers) == 1 and markers[0].coordinator_epoch > self.first_epoch[p], (p, markers)
 
 
+    def assert_deposed_coordinator_fenced(self, old) -> None:
+        """Once the old coordinator is back: it resigned or had its markers refused, the logs
+        hold one commit per partition, read_committed sees each transaction once."""
+        self.cluster.wait_registered(set(self.cluster.nodes), 60)
+        wait_internal_isr_complete(self.cluster)
+        wait_for(lambda: "txn_coordinator_resigned" in old.output()
+                 or "TRANSACTION_COORDINATOR_FENCED" in old.output(), 30, "the deposed coordinator to resign")
+        self.assert_logs_hold_one_commit_per_partition_after_the_second()
+        assert self.read() == sorted(self.first + self.second), "a torn or doubled transaction"
+
+
 def test_kill9_between_prepare_commit_and_markers(healthy):
     s = Scenario(healthy)
     s.commit_second()
@@ -164,12 +158,7 @@ def test_coordinator_stopped_past_its_lease_is_fenced_when_it_resumes(healthy):
         wait_for(lambda: time.monotonic() >= s.markers_due, MARKER_DELAY_MS / 1000, "the markers to be due")
     finally:
         old.resume()
-    healthy.wait_registered(set(healthy.nodes), 60)
-    wait_internal_isr_complete(healthy)
-    wait_for(lambda: "txn_coordinator_resigned" in old.output() or "TRANSACTION_COORDINATOR_FENCED" in old.output(),
-             30, "the deposed coordinator to resign or be fenced")
-    s.assert_logs_hold_one_commit_per_partition_after_the_second()
-    assert s.read() == sorted(s.first + s.second), "a torn or doubled transaction"
+    s.assert_deposed_coordinator_fenced(old)
 
 
 def test_coordinator_cut_off_by_the_network_is_fenced_when_it_returns(partitioned):
@@ -185,9 +174,4 @@ def test_coordinator_cut_off_by_the_network_is_fenced_when_it_returns(partitione
         wait_for(lambda: time.monotonic() >= s.markers_due, MARKER_DELAY_MS / 1000, "the markers to be due")
     finally:
         topo.heal(s.coordinator)
-    cluster.wait_registered(set(cluster.nodes), 60)
-    wait_internal_isr_complete(cluster)
-    wait_for(lambda: "txn_coordinator_resigned" in old.output() or "TRANSACTION_COORDINATOR_FENCED" in old.output(),
-             30, "the deposed coordinator to resign or be fenced")
-    s.assert_logs_hold_one_commit_per_partition_after_the_second()
-    assert s.read() == sorted(s.first + s.second), "a torn or doubled transaction"
+    s.assert_deposed_coordinator_fenced(old)

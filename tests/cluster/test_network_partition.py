@@ -12,15 +12,13 @@ import uuid
 
 import pytest
 
-from broker.devcluster import REPO, DevCluster
+from broker.devcluster import REPO
 from protocol import records as rb
-from tests.support import netns
 from tests.support.clients import consume_all, create_topic
 from tests.support.cluster import (
-    FAST_FAILOVER,
     describe,
+    netns_cluster,
     produce_values,
-    require_etcd,
     wait_for,
     wait_isr_complete,
 )
@@ -41,21 +39,8 @@ print(len(acked))
 
 @pytest.fixture(scope="module")
 def partitioned(tmp_path_factory):
-    reason = netns.available()
-    if reason:
-        pytest.skip(reason)
-    require_etcd()
-    topo = netns.Topology(3).create()
-    cluster = DevCluster(str(tmp_path_factory.mktemp("netns-cluster")), 3, base_port=9092,
-                         overrides=FAST_FAILOVER, etcd_host=topo.host_ip,
-                         node_hosts={n: topo.node_ip(n) for n in topo.node_ids},
-                         command_prefixes={n: topo.prefix(n) for n in topo.node_ids})
-    try:
-        cluster.start()
+    with netns_cluster(str(tmp_path_factory.mktemp("netns-cluster"))) as (cluster, topo):
         yield cluster, topo
-    finally:
-        cluster.kill()
-        topo.destroy()
 
 
 def test_isolated_leader_is_replaced_and_its_acks1_writes_are_truncated(partitioned):

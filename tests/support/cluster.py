@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -133,3 +134,25 @@ def wait_internal_isr_complete(cluster: DevCluster, timeout: float = 90.0) -> No
     for topic in INTERNAL_TOPICS:
         if topic in existing:
             wait_isr_complete(cluster, topic, timeout)
+
+
+@contextlib.contextmanager
+def netns_cluster(data_dir: str, **overrides: str) -> Iterator[tuple[DevCluster, object]]:
+    """Three brokers, each in its own network namespace behind a bridge (tests/support/netns.py),
+    etcd on the bridge; skips where namespaces cannot be made. Yields (cluster, topology)."""
+    from tests.support import netns
+
+    reason = netns.available()
+    if reason:
+        pytest.skip(reason)
+    require_etcd()
+    topo = netns.Topology(3).create()
+    cluster = DevCluster(data_dir, 3, base_port=9092, overrides={**FAST_FAILOVER, **overrides},
+                         etcd_host=topo.host_ip, node_hosts={n: topo.node_ip(n) for n in topo.node_ids},
+                         command_prefixes={n: topo.prefix(n) for n in topo.node_ids})
+    try:
+        cluster.start()
+        yield cluster, topo
+    finally:
+        cluster.kill()
+        topo.destroy()

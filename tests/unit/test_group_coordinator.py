@@ -301,3 +301,57 @@ async def test_offsets_of_an_empty_group_expire_after_retention(harness):
     later = h.group().current_state_timestamp + 7 * 24 * 3600 * 1000 + 1
     assert await h.coordinator.cleanup_expired_offsets(now=later) == 1
     assert "g" not in h.coordinator.groups
+
+
+def _gate_appends(h: Harness) -> asyncio.Event:
+    """Hold every ``__consumer_offsets`` append until the returned event is set."""
+    gate = asyncio.Event()
+    real = h.coordinator.s.append_at
+
+    async def gated(*args, **kwargs):
+        await gate.wait()
+        return await real(*args, **kwargs)
+
+    h.coordinator.s.append_at = gated
+    return gate
+
+
+async def test_an_offset_commit_is_pending_until_its_append_completes(harness):
+    h = harness
+    h.create_topic("t", 1)
+    member, gen = await stable_single_member(h)
+    gate = _gate_appends(h)
+    commit = asyncio.ensure_future(h.commit("g", gen, member, {("t", 0): 7}))
+    await asyncio.sleep(0.01)
+    error, rows = h.coordinator.fetch_offsets("g", [("t", 0)], require_stable=True)
+    assert (error, rows[0][1], rows[0][2]) == (0, None, E.unstable_offset_commit)
+    assert h.coordinator.fetch_offsets("g", [("t", 0)])[1][0][1] is None  # not visible yet
+    gate.set()
+    assert (await commit)[("t", 0)] == 0
+    assert h.coordinator.fetch_offsets("g", [("t", 0)], require_stable=True)[1][0][1].offset == 7
+
+
+async def test_leadership_lost_during_an_append_answers_not_coordinator_and_applies_nothing(harness):
+    h = harness
+    h.create_topic("t", 1)
+    member, gen = await stable_single_member(h)
+    partition = h.coordinator.partition_for("g")
+    epoch = h.coordinator.ownership.epoch(partition)
+    gate = _gate_appends(h)
+    commit = asyncio.ensure_future(h.commit("g", gen, member, {("t", 0): 9}))
+    await asyncio.sleep(0.01)
+    h.coordinator.on_resign(partition, epoch)
+    gate.set()
+    assert (await commit)[("t", 0)] == E.not_coordinator
+    assert h.coordinator.fetch_offsets("g", [("t", 0)])[0] == E.not_coordinator
+    h.coordinator.on_become_leader(partition, epoch + 1)  # reloaded from the log: the write is there
+    await wait_loaded(h, partition)
+    assert h.coordinator.fetch_offsets("g", [("t", 0)])[1][0][1].offset == 9
+
+
+async def wait_loaded(h: Harness, partition: int) -> None:
+    for _ in range(200):
+        if h.coordinator.ownership.status(partition) == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("partition not loaded")

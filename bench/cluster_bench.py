@@ -289,6 +289,19 @@ def _median(runs: list[dict], keys, with_max: bool = False) -> dict:
     return out
 
 
+def measured_runs(c: Cluster, prefix: str, n_runs: int, args, what: str, run_fn, summary) -> list[dict]:
+    """`n_runs` runs of run_fn(topic), each on a fresh RF-3 topic `<prefix>-r<i>`, logged."""
+    runs = []
+    for r in range(n_runs):
+        topic = f"{prefix}-r{r}"
+        create_topic(c.bootstrap, topic, args.partitions, 3)
+        log(f"{c.name}: {what}, run {r + 1}/{n_runs} into {topic}")
+        run = run_fn(topic)
+        log(f"{c.name}:   {summary(run)}")
+        runs.append(run)
+    return runs
+
+
 # =========================================================================== failover phases
 def leader_failover(c: Cluster, topic: str, args) -> dict:
     """kill -9 the leader of one partition (not the controller) under a 5 ms acks=all trickle."""
@@ -518,21 +531,20 @@ def txn_phase(c: Cluster, tag: str, args) -> dict:
         create_topic(c.bootstrap, topic, args.partitions, 3)
         log(f"{c.name}: transactions warm-up (not measured): {args.txn_warmup} into {topic}")
         tb.txn_run(c.bootstrap, topic, args.txn_warmup, args.txn_records, args.record_size, None)
-    runs = []
-    for r in range(args.txn_runs):
-        topic = f"cb-{tag}-txn-r{r}"
-        create_topic(c.bootstrap, topic, args.partitions, 3)
-        log(f"{c.name}: transactions run {r + 1}/{args.txn_runs}: {args.txns} x "
-            f"({args.txn_records} x {args.record_size} B, commit) into {topic}")
+    def one(topic: str) -> dict:
         b0, e0 = cluster_cpu(c)
         run = tb.txn_run(c.bootstrap, topic, args.txns, args.txn_records, args.record_size, None)
         b1, e1 = cluster_cpu(c)
         run["broker_cpu_ms_per_txn"] = (b1 - b0) * 1000 / args.txns
         if c.extra_pids():
             run["etcd_cpu_ms_per_txn"] = (e1 - e0) * 1000 / args.txns
-        log(f"{c.name}:   {run['txn_s']:.0f} txn/s  commit p50 {run['commit_p50_ms']:.1f} ms  "
-            f"p99 {run['commit_p99_ms']:.1f} ms  brokers {run['broker_cpu_ms_per_txn']:.1f} CPU-ms/txn")
-        runs.append(run)
+        return run
+
+    runs = measured_runs(
+        c, f"cb-{tag}-txn", args.txn_runs, args,
+        f"transactions: {args.txns} x ({args.txn_records} x {args.record_size} B, commit)", one,
+        lambda run: f"{run['txn_s']:.0f} txn/s  commit p50 {run['commit_p50_ms']:.1f} ms  "
+                    f"p99 {run['commit_p99_ms']:.1f} ms  brokers {run['broker_cpu_ms_per_txn']:.1f} CPU-ms/txn")
     return _median(runs, SECTION_KEYS["txn"])
 
 
@@ -825,32 +837,26 @@ def bench_target(c: Cluster, args) -> dict:
                            timeout=args.timeout, queue_kb=args.queue_kb)
 
         if "max" in args.phases:
-            runs = []
-            for r in range(args.runs):
-                topic = f"cb-{tag}-max-r{r}"
-                create_topic(c.bootstrap, topic, args.partitions, 3)
-                log(f"{c.name}: max rate run {r + 1}/{args.runs}: {n} x {args.record_size} B, acks=all, "
-                    f"into {topic} ({args.partitions} partitions, RF 3)")
-                run = produce(c, topic, n, args)
-                runs.append(run)
-                log(f"{c.name}:   {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  p99 {run['p99_ms']:.1f} ms  "
-                    f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB  client {run['client_cores']:.2f} cores")
+            runs = measured_runs(
+                c, f"cb-{tag}-max", args.runs, args,
+                f"max rate: {n} x {args.record_size} B, acks=all ({args.partitions} partitions, RF 3)",
+                lambda topic: produce(c, topic, n, args),
+                lambda run: f"{run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  p99 {run['p99_ms']:.1f} ms  "
+                            f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB  "
+                            f"client {run['client_cores']:.2f} cores")
             res["max"] = _median(runs, SECTION_KEYS["max"])
 
         if "rate" in args.phases:
             rate = args.rate_mb * MB / args.record_size
             n_rate = max(1, int(rate * (args.rate_seconds + args.rate_skip)))
-            runs = []
-            for r in range(args.rate_runs):
-                topic = f"cb-{tag}-rate-r{r}"
-                create_topic(c.bootstrap, topic, args.partitions, 3)
-                log(f"{c.name}: paced run {r + 1}/{args.rate_runs}: {args.rate_mb:g} MB/s for "
-                    f"{args.rate_seconds:g} s (+{args.rate_skip:g} s start-up, not in percentiles)")
-                run = produce(c, topic, n_rate, args, rate=rate, skip_s=args.rate_skip)
-                runs.append(run)
-                log(f"{c.name}:   achieved {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  "
-                    f"p99 {run['p99_ms']:.1f} ms  p99.9 {run['p999_ms']:.1f} ms  "
-                    f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB")
+            runs = measured_runs(
+                c, f"cb-{tag}-rate", args.rate_runs, args,
+                f"paced: {args.rate_mb:g} MB/s for {args.rate_seconds:g} s "
+                f"(+{args.rate_skip:g} s start-up, not in percentiles)",
+                lambda topic: produce(c, topic, n_rate, args, rate=rate, skip_s=args.rate_skip),
+                lambda run: f"achieved {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  "
+                            f"p99 {run['p99_ms']:.1f} ms  p99.9 {run['p999_ms']:.1f} ms  "
+                            f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB")
             res["rate"] = _median(runs, SECTION_KEYS["rate"])
             res["rate"]["target_mb_s"] = args.rate_mb
 

@@ -7,8 +7,9 @@ phases below against a replication-factor-3 topic, and reports figures and ours/
     python bench/cluster_bench.py --target both             # ours, then Apache Kafka, ratios
     python bench/cluster_bench.py --target ours --quick     # smoke run
     python bench/cluster_bench.py --target kafka --rate-mb 10 --failover-trials 3
+    python bench/cluster_bench.py --target both --phases eos   # transactions, coordinators
 
-Phases (``--phases``, default all):
+Phases (``--phases``, default max,rate,leader,controller; ``eos`` = txn,txn-failover,group-failover):
 
   max         1 KB records, acks=all, linger.ms=5, as fast as one producer goes; ``--runs``
               runs of ``--mb`` MB (median): MB/s, p50/p99, broker CPU-s/GB
@@ -21,6 +22,20 @@ Phases (``--phases``, default all):
   controller  kill -9 of the controller; CreateTopics with a fresh name every 100 ms; time from
               the kill until a create succeeded and every partition of that topic is led by a
               live broker
+  txn         txn_bench's loop on an RF-3 topic: begin, ``--txn-records`` (10) x 1 KB, commit;
+              ``--txn-runs`` runs of ``--txns`` transactions after ``--txn-warmup``: txn/s,
+              commit p50/p99 (commit_transaction() call to return), broker CPU-ms/txn
+  txn-failover    a transactional producer commits one-record transactions back to back to a
+              partition its coordinator does not lead; kill -9 of its transaction coordinator
+              (FindCoordinator); time from the kill to the return of the first successful
+              commit_transaction() that was called after the kill
+  group-failover  three consumers (classic protocol) in a group on a 6-partition topic, each
+              committing its partitions synchronously every 200 ms; kill -9 of the group's
+              coordinator and, right after, a fourth consumer subscribes; time from the kill until
+              every member has an assignment from a rebalance after the kill (``rebalance_s``)
+              and until each of the three has had an OffsetCommit accepted (``served_s``)
+  After each coordinator kill the node is restarted and the failover topic, __transaction_state
+  and __consumer_offsets wait for a full ISR; ``--coordinator-trials`` (3) kills per phase.
 
 Broker CPU = utime+stime from /proc/PID/stat, summed over the three broker processes (and
 their children).  For ours, etcd's CPU is reported on its own line, because Kafka's
@@ -568,11 +583,12 @@ class TxnLoop(threading.Thread):
         self.bootstrap, self.txid, self.topic, self.partition = bootstrap, txid, topic, partition
         self.payload = os.urandom(args.failover_record_size)
         self.period = args.txn_failover_interval_ms / 1000
-        self.call_timeout = 10.0
+        self.call_timeout = args.txn_call_timeout
         self.stop = threading.Event()
         self.commits: list[tuple[float, float]] = []        # (commit_transaction() called, returned)
         self.errors: list[tuple[float, str, str, str]] = []  # (time, call, error name, kind)
         self.producers = 0
+        self.in_commit: float | None = None  # when the commit_transaction() under way was called
 
     def _new_producer(self):
         p = ck.Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txid,
@@ -617,8 +633,9 @@ class TxnLoop(threading.Thread):
             except ck.KafkaException as e:
                 outcome = self._note("begin/produce", e)
             else:
-                t0 = time.monotonic()
+                t0 = self.in_commit = time.monotonic()
                 outcome = self._call("commit_transaction", p.commit_transaction)
+                self.in_commit = None
                 if outcome is None:
                     self.commits.append((t0, time.monotonic()))
             if outcome == "abort":
@@ -653,6 +670,7 @@ def txn_failover(c: Cluster, topic: str, args) -> dict:
             f"{leaders[part]}); {before} commits in the warm-up; kill -9 {coord}")
         t_kill = time.monotonic()
         c.kill9(coord)
+        in_commit = loop.in_commit
         _wait(lambda: loop.first_commit_after(t_kill) is not None, args.failover_timeout, 0.005)
     finally:
         loop.stop.set()
@@ -661,6 +679,8 @@ def txn_failover(c: Cluster, topic: str, args) -> dict:
     errs = [e for e in loop.errors if e[0] > t_kill]
     res = {"transactional_id": txid, "killed": coord, "partition": part, "partition_leader": leaders[part],
            "commits_before_kill": before, "producers": loop.producers,
+           # a commit_transaction() was under way at the kill (its EndTxn may be in the dead broker)
+           "commit_in_flight_at_kill": in_commit is not None,
            "errors_after_kill": len(errs),
            "error_kinds": sorted({f"{call}: {name} ({kind})" for _, call, name, kind in errs})}
     any_ok = next((c1 for c0, c1 in loop.commits if c1 > t_kill), None)
@@ -1039,6 +1059,8 @@ def parse_args(argv=None):
                     help="txn-failover: a transaction (one record) begins at most this often")
     ap.add_argument("--coordinator-trials", type=int, default=None,
                     help="kills per coordinator failover phase (default 3; quick 1); median and max reported")
+    ap.add_argument("--txn-call-timeout", type=float, default=60.0,
+                    help="txn-failover: timeout of each init/commit/abort call (retriable: called again)")
     ap.add_argument("--group-members", type=int, default=3, help="group-failover: consumers in the group")
     ap.add_argument("--group-joiner", action=argparse.BooleanOptionalAction, default=True,
                     help="group-failover: a new member subscribes right after the kill, so the "

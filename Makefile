@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos clean pipeline-setup pipeline-demo pipeline-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -94,7 +94,12 @@ bench-quick: tools
 
 # Three-node clusters (RF 3, acks=all), ours then Apache Kafka: throughput, latency, CPU, failover.
 bench-cluster: tools
-	$(PY) bench/cluster_bench.py --target both
+	$(PY) bench/cluster_bench.py --target both $(ARGS)
+
+# The same clusters: transactions (10 x 1 KB on RF 3) and kill -9 of the transaction and group
+# coordinators, ours then Apache Kafka.
+bench-eos: tools
+	$(PY) bench/cluster_bench.py --target both --phases eos $(ARGS)
 
 clean:
 	rm -rf $(VENV) kbroker-data kbroker-cluster .pytest_cache

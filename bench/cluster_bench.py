@@ -7,8 +7,9 @@ phases below against a replication-factor-3 topic, and reports figures and ours/
     python bench/cluster_bench.py --target both             # ours, then Apache Kafka, ratios
     python bench/cluster_bench.py --target ours --quick     # smoke run
     python bench/cluster_bench.py --target kafka --rate-mb 10 --failover-trials 3
+    python bench/cluster_bench.py --target both --phases eos   # transactions, coordinators
 
-Phases (``--phases``, default all):
+Phases (``--phases``, default max,rate,leader,controller; ``eos`` = txn,txn-failover,group-failover):
 
   max         1 KB records, acks=all, linger.ms=5, as fast as one producer goes; ``--runs``
               runs of ``--mb`` MB (median): MB/s, p50/p99, broker CPU-s/GB
@@ -21,6 +22,20 @@ Phases (``--phases``, default all):
   controller  kill -9 of the controller; CreateTopics with a fresh name every 100 ms; time from
               the kill until a create succeeded and every partition of that topic is led by a
               live broker
+  txn         txn_bench's loop on an RF-3 topic: begin, ``--txn-records`` (10) x 1 KB, commit;
+              ``--txn-runs`` runs of ``--txns`` transactions after ``--txn-warmup``: txn/s,
+              commit p50/p99 (commit_transaction() call to return), broker CPU-ms/txn
+  txn-failover    a transactional producer commits one-record transactions back to back to a
+              partition its coordinator does not lead; kill -9 of its transaction coordinator
+              (FindCoordinator); time from the kill to the return of the first successful
+              commit_transaction() that was called after the kill
+  group-failover  three consumers (classic protocol) in a group on a 6-partition topic, each
+              committing its partitions synchronously every 200 ms; kill -9 of the group's
+              coordinator and, right after, a fourth consumer subscribes; time from the kill until
+              every member has an assignment from a rebalance after the kill (``rebalance_s``)
+              and until each of the three has had an OffsetCommit accepted (``served_s``)
+  After each coordinator kill the node is restarted and the failover topic, __transaction_state
+  and __consumer_offsets wait for a full ISR; ``--coordinator-trials`` (3) kills per phase.
 
 Broker CPU = utime+stime from /proc/PID/stat, summed over the three broker processes (and
 their children).  For ours, etcd's CPU is reported on its own line, because Kafka's
@@ -47,6 +62,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -56,6 +72,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import produce_bench as pb  # noqa: E402  (same directory; helpers shared with it)
+import txn_bench as tb  # noqa: E402  (same directory: its transactions loop)
 
 from compat.kafka import kraft_cluster  # noqa: E402  (stdlib only)
 
@@ -66,6 +83,12 @@ ck, AdminClient, NewTopic = pb.ck, pb.AdminClient, pb.NewTopic
 OURS_DEFAULT_OVERRIDES: dict[str, str] = {}
 log, cpu_seconds, _f, _pct = pb.log, pb.cpu_seconds, pb._f, pb._pct
 MB, GB = pb.MB, pb.GB
+
+
+# Settings of the internal topics and coordinators, reported with each target's failover settings.
+COORDINATOR_SETTINGS = ("transaction.state.log.replication.factor", "transaction.state.log.min.isr",
+                        "transaction.state.log.num.partitions", "offsets.topic.replication.factor",
+                        "offsets.topic.num.partitions", "group.initial.rebalance.delay.ms")
 
 
 # =========================================================================== clusters
@@ -147,7 +170,7 @@ class OursCluster(Cluster):
         text = self.dc.nodes[1].output()
         out = {}
         for key in ("broker.session.timeout.ms", "replica.lag.time.max.ms", "request.timeout.ms",
-                    "transaction.partition.verification.enable"):
+                    "transaction.partition.verification.enable", *COORDINATOR_SETTINGS):
             m = re.search(rf"\b{re.escape(key.replace('.', '_'))}=(\S+)", text)
             out[key] = m.group(1).strip(",'\"") if m else self.overrides.get(key, "?")
         return out
@@ -190,7 +213,7 @@ class KafkaCluster(Cluster):
         out = {}
         for key in ("broker.session.timeout.ms", "broker.heartbeat.interval.ms",
                     "replica.lag.time.max.ms", "controller.quorum.fetch.timeout.ms",
-                    "controller.quorum.election.timeout.ms"):
+                    "controller.quorum.election.timeout.ms", *COORDINATOR_SETTINGS):
             m = re.search(rf"^\s*{re.escape(key)} = (\S+)", text, re.M)
             out[key] = m.group(1) if m else "?"
         return out
@@ -217,7 +240,9 @@ def create_topic(bootstrap: str, name: str, partitions: int, rf: int, timeout: f
     return time.monotonic() - t0
 
 
-def wait_isr(bootstrap: str, topic: str, partitions: int, rf: int, timeout: float) -> None:
+def wait_isr(bootstrap: str, topic: str, partitions: int | None, rf: int, timeout: float) -> None:
+    """Until every partition of `topic` has a leader and `rf` replicas in its ISR (partitions
+    None: however many it has, e.g. an internal topic)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     deadline = time.monotonic() + timeout
     last = None
@@ -225,7 +250,8 @@ def wait_isr(bootstrap: str, topic: str, partitions: int, rf: int, timeout: floa
         with contextlib.suppress(ck.KafkaException):
             t = admin.list_topics(topic=topic, timeout=5).topics.get(topic)
             last = t
-            if t and not t.error and len(t.partitions) == partitions and all(
+            want = partitions or len(t.partitions) if t else 0
+            if t and not t.error and want and len(t.partitions) == want and all(
                     p.leader >= 0 and len(p.isrs) >= rf for p in t.partitions.values()):
                 return
         time.sleep(0.2)
@@ -259,17 +285,36 @@ SECTION_KEYS = {
     "rate": ("mb_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s_per_gb", "etcd_cpu_s_per_gb", "client_cores"),
     "leader_failover": ("failover_s",),
     "controller_failover": ("failover_s", "create_ok_s"),
+    "txn": ("txn_s", "commit_p50_ms", "commit_p99_ms", "txn_p50_ms", "txn_p99_ms",
+            "broker_cpu_ms_per_txn", "etcd_cpu_ms_per_txn"),
+    "txn_failover": ("failover_s", "first_return_s"),
+    "group_failover": ("failover_s", "served_s", "rebalance_s"),
 }
 
 
-def _median(runs: list[dict], keys) -> dict:
+def _median(runs: list[dict], keys, with_max: bool = False) -> dict:
     out = {}
     for k in keys:
         vals = [r[k] for r in runs if r.get(k) is not None]
         if vals:
             out[k] = statistics.median(vals)
+            if with_max:
+                out[f"{k}_max"] = max(vals)
     out["runs"] = runs
     return out
+
+
+def measured_runs(c: Cluster, prefix: str, n_runs: int, args, what: str, run_fn, summary) -> list[dict]:
+    """`n_runs` runs of run_fn(topic), each on a fresh RF-3 topic `<prefix>-r<i>`, logged."""
+    runs = []
+    for r in range(n_runs):
+        topic = f"{prefix}-r{r}"
+        create_topic(c.bootstrap, topic, args.partitions, 3)
+        log(f"{c.name}: {what}, run {r + 1}/{n_runs} into {topic}")
+        run = run_fn(topic)
+        log(f"{c.name}:   {summary(run)}")
+        runs.append(run)
+    return runs
 
 
 # =========================================================================== failover phases
@@ -421,18 +466,24 @@ def controller_failover(c: Cluster, topic: str, args) -> dict:
     return res
 
 
-def restart_and_heal(c: Cluster, node_id: int, topic: str, args) -> float:
-    """Restart the killed node; wait until `topic` has a full ISR again. Returns seconds."""
+def restart_and_heal(c: Cluster, node_id: int, topic: str, args, internal: tuple[str, ...] = ()) -> float:
+    """Restart the killed node; wait until `topic` (and those of the `internal` topics that
+    exist) have a full ISR again. Returns seconds."""
     t0 = time.monotonic()
     c.restart(node_id)
     wait_isr(c.bootstrap, topic, args.partitions, 3, args.heal_timeout)
+    existing = AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(timeout=10).topics
+    internal = tuple(name for name in internal if name in existing)
+    for name in internal:
+        wait_isr(c.bootstrap, name, None, 3, max(1.0, t0 + args.heal_timeout - time.monotonic()))
     secs = time.monotonic() - t0
-    log(f"{c.name}:   node {node_id} restarted, {topic} back to full ISR in {secs:.1f} s "
+    log(f"{c.name}:   node {node_id} restarted, {', '.join((topic, *internal))} back to full ISR in {secs:.1f} s "
         f"(client threads: {len(os.listdir('/proc/self/task'))})")
     return secs
 
 
-def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict) -> bool:
+def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict,
+                    internal: tuple[str, ...] = (), n_trials: int | None = None) -> bool:
     """Run the trials of one failover phase into res[kind]; False if the cluster did not heal.
 
     A trial that fails, or a killed node that does not rejoin every ISR of `topic`, ends the
@@ -440,8 +491,9 @@ def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict) -> b
     """
     trials = []
     healthy = True
-    for r in range(args.failover_trials):
-        log(f"{c.name}: {kind} trial {r + 1}/{args.failover_trials} on {topic}")
+    n_trials = n_trials or args.failover_trials
+    for r in range(n_trials):
+        log(f"{c.name}: {kind} trial {r + 1}/{n_trials} on {topic}")
         try:
             trial = fn(c, topic, args)
         except Exception as e:  # noqa: BLE001
@@ -451,7 +503,7 @@ def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict) -> b
             break
         trials.append(trial)
         try:
-            trial["heal_s"] = restart_and_heal(c, trial["killed"], topic, args)
+            trial["heal_s"] = restart_and_heal(c, trial["killed"], topic, args, internal)
         except Exception as e:  # noqa: BLE001
             trial["heal_error"] = f"{type(e).__name__}: {e}"
             res.setdefault("errors", []).append(f"{kind} trial {r + 1}, after the kill: {trial['heal_error']}")
@@ -459,8 +511,318 @@ def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict) -> b
             healthy = False
             break
     if trials:
-        res[kind] = _median(trials, SECTION_KEYS[kind])
+        res[kind] = _median(trials, SECTION_KEYS[kind], with_max=True)
     return healthy
+
+
+# =========================================================================== transactions and coordinators
+TXN_STATE, OFFSETS = "__transaction_state", "__consumer_offsets"
+
+
+def find_coordinator(bootstrap: str, key: str, key_type: int, timeout: float = 60.0) -> int:
+    """The broker id FindCoordinator names for a group (GROUP_KEY) or transactional id
+    (TRANSACTION_KEY), asking the first reachable bootstrap server; retried until `timeout`."""
+    from tools.kafka_client import KafkaClient  # the project's synchronous client (kio codec)
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with KafkaClient(bootstrap, client_id="cluster-bench", request_timeout=5) as kc:
+                found = kc.find_coordinators([key], key_type)[key]
+            if isinstance(found, int):
+                return found
+            last: object = found
+        except Exception as e:  # noqa: BLE001  (a broker may be down: ask again)
+            last = e
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no coordinator for {key!r} within {timeout}s: {last}")
+        time.sleep(0.2)
+
+
+def txn_phase(c: Cluster, tag: str, args) -> dict:
+    """txn_bench's measuring loop (begin, 10 x 1 KB, commit) on an RF-3 topic, with cluster CPU."""
+    if args.txn_warmup:
+        topic = f"cb-{tag}-txn-warmup"
+        create_topic(c.bootstrap, topic, args.partitions, 3)
+        log(f"{c.name}: transactions warm-up (not measured): {args.txn_warmup} into {topic}")
+        tb.txn_run(c.bootstrap, topic, args.txn_warmup, args.txn_records, args.record_size, None)
+    def one(topic: str) -> dict:
+        b0, e0 = cluster_cpu(c)
+        run = tb.txn_run(c.bootstrap, topic, args.txns, args.txn_records, args.record_size, None)
+        b1, e1 = cluster_cpu(c)
+        run["broker_cpu_ms_per_txn"] = (b1 - b0) * 1000 / args.txns
+        if c.extra_pids():
+            run["etcd_cpu_ms_per_txn"] = (e1 - e0) * 1000 / args.txns
+        return run
+
+    runs = measured_runs(
+        c, f"cb-{tag}-txn", args.txn_runs, args,
+        f"transactions: {args.txns} x ({args.txn_records} x {args.record_size} B, commit)", one,
+        lambda run: f"{run['txn_s']:.0f} txn/s  commit p50 {run['commit_p50_ms']:.1f} ms  "
+                    f"p99 {run['commit_p99_ms']:.1f} ms  brokers {run['broker_cpu_ms_per_txn']:.1f} CPU-ms/txn")
+    return _median(runs, SECTION_KEYS["txn"])
+
+
+def _wait(cond, timeout: float, step: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
+class TxnLoop(threading.Thread):
+    """One transactional producer committing small transactions (one record each) to one
+    partition, back to back, until stopped; it records every commit and every error, and
+    carries on as an application would: retriable -> call again, abortable -> abort,
+    fatal -> a new producer with the same transactional.id."""
+
+    def __init__(self, bootstrap: str, txid: str, topic: str, partition: int, args):
+        super().__init__(daemon=True, name=f"txn-{txid}")
+        self.bootstrap, self.txid, self.topic, self.partition = bootstrap, txid, topic, partition
+        self.payload = os.urandom(args.failover_record_size)
+        self.period = args.txn_failover_interval_ms / 1000
+        self.call_timeout = args.txn_call_timeout
+        self.stop = threading.Event()
+        self.commits: list[tuple[float, float]] = []        # (commit_transaction() called, returned)
+        self.errors: list[tuple[float, str, str, str]] = []  # (time, call, error name, kind)
+        self.producers = 0
+        self.in_commit: float | None = None  # when the commit_transaction() under way was called
+
+    def _new_producer(self):
+        p = ck.Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txid,
+                         "linger.ms": 0, "acks": "all"})
+        self.producers += 1
+        while not self.stop.is_set():
+            try:
+                p.init_transactions(self.call_timeout)
+                return p
+            except ck.KafkaException as e:
+                if self._note("init_transactions", e) == "fatal":
+                    return self._new_producer()
+        return None
+
+    def _note(self, call: str, e: ck.KafkaException) -> str:
+        err = e.args[0]
+        kind = ("fatal" if err.fatal() else "abort" if err.txn_requires_abort()
+                else "retriable" if err.retriable() else "other")
+        self.errors.append((time.monotonic(), call, err.name(), kind))
+        return kind
+
+    def _call(self, call: str, fn) -> str | None:
+        """fn(timeout) until it succeeds (None) or fails for good ('abort', 'fatal')."""
+        while not self.stop.is_set():
+            try:
+                fn(self.call_timeout)
+                return None
+            except ck.KafkaException as e:
+                kind = self._note(call, e)
+                if kind in ("abort", "fatal"):
+                    return kind
+                time.sleep(0.01)  # retriable (or unclassified): call again
+        return "stopped"
+
+    def run(self) -> None:
+        p = self._new_producer()
+        while p is not None and not self.stop.is_set():
+            t_begin = time.monotonic()
+            try:
+                p.begin_transaction()
+                p.produce(self.topic, self.payload, partition=self.partition)
+            except ck.KafkaException as e:
+                outcome = self._note("begin/produce", e)
+            else:
+                t0 = self.in_commit = time.monotonic()
+                outcome = self._call("commit_transaction", p.commit_transaction)
+                self.in_commit = None
+                if outcome is None:
+                    self.commits.append((t0, time.monotonic()))
+            if outcome == "abort":
+                outcome = self._call("abort_transaction", p.abort_transaction)
+            if outcome in ("fatal", "other"):
+                p = self._new_producer()
+            time.sleep(max(0.0, t_begin + self.period - time.monotonic()))
+
+    def first_commit_after(self, t: float) -> tuple[float, float] | None:
+        return next(((c0, c1) for c0, c1 in list(self.commits) if c0 > t), None)
+
+
+def txn_failover(c: Cluster, topic: str, args) -> dict:
+    """kill -9 the transaction coordinator of a producer committing small transactions; the
+    time to its first commit_transaction() called after the kill that succeeded."""
+    from tools.kafka_client import TRANSACTION_KEY
+
+    txid = f"cb-txn-fo-{uuid.uuid4().hex[:8]}"
+    coord = find_coordinator(c.bootstrap, txid, TRANSACTION_KEY)
+    leaders = partition_leaders(c.bootstrap, topic)
+    # the records go to a partition the coordinator does not lead: only the coordinator moves
+    part = next((p for p, lead in sorted(leaders.items()) if lead != coord and lead in c.alive()), 0)
+    loop = TxnLoop(c.bootstrap, txid, topic, part, args)
+    loop.start()
+    try:
+        if not _wait(lambda: len(loop.commits) >= 3, 60):
+            raise RuntimeError(f"transactional producer {txid}: no commits in 60 s: {loop.errors[-3:]}")
+        time.sleep(args.failover_warm_s)
+        before = len(loop.commits)
+        coord = find_coordinator(c.bootstrap, txid, TRANSACTION_KEY)  # still the same, normally
+        log(f"{c.name}:   {txid}: coordinator {coord}, records to partition {part} (leader "
+            f"{leaders[part]}); {before} commits in the warm-up; kill -9 {coord}")
+        t_kill = time.monotonic()
+        c.kill9(coord)
+        in_commit = loop.in_commit
+        _wait(lambda: loop.first_commit_after(t_kill) is not None, args.failover_timeout, 0.005)
+    finally:
+        loop.stop.set()
+        loop.join(loop.call_timeout * 3)
+    first = loop.first_commit_after(t_kill)
+    errs = [e for e in loop.errors if e[0] > t_kill]
+    res = {"transactional_id": txid, "killed": coord, "partition": part, "partition_leader": leaders[part],
+           "commits_before_kill": before, "producers": loop.producers,
+           # a commit_transaction() was under way at the kill (its EndTxn may be in the dead broker)
+           "commit_in_flight_at_kill": in_commit is not None,
+           "errors_after_kill": len(errs),
+           "error_kinds": sorted({f"{call}: {name} ({kind})" for _, call, name, kind in errs})}
+    any_ok = next((c1 for c0, c1 in loop.commits if c1 > t_kill), None)
+    if any_ok is not None:
+        res["first_return_s"] = any_ok - t_kill  # may be a commit the old coordinator had decided
+    if first is None:
+        log(f"{c.name}:   no commit within {args.failover_timeout} s after the kill; errors {res['error_kinds']}")
+        return res
+    res["failover_s"] = first[1] - t_kill
+    res["commit_call_s"] = first[1] - first[0]
+    with contextlib.suppress(Exception):
+        res["new_coordinator"] = find_coordinator(c.bootstrap, txid, TRANSACTION_KEY, 10)
+    log(f"{c.name}:   first commit after the kill returned {res['failover_s']:.2f} s after it "
+        f"(new coordinator {res.get('new_coordinator')}); errors meanwhile: {res['error_kinds']}")
+    return res
+
+
+class GroupMember(threading.Thread):
+    """A confluent-kafka consumer (classic protocol, librdkafka's defaults) in a group: it
+    records its assignments and commits its assigned partitions' offsets synchronously every
+    `commit_every` seconds (an OffsetCommit to the group coordinator with its member id and
+    generation), recording each outcome."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, name: str, commit_every: float = 0.2):
+        super().__init__(daemon=True, name=name)
+        self.conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        self.topic, self.commit_every = topic, commit_every
+        self.stop = threading.Event()
+        self.assigns: list[tuple[float, list[int]]] = []
+        self.revokes: list[float] = []
+        self.commits: list[tuple[float, str | None]] = []  # (returned, error name or None)
+        self.assignment: list[int] = []
+
+    def run(self) -> None:
+        cons = ck.Consumer(self.conf)
+
+        def on_assign(_c, parts):
+            self.assignment = sorted(p.partition for p in parts)
+            self.assigns.append((time.monotonic(), self.assignment))
+
+        def on_revoke(_c, _parts):
+            self.assignment = []
+            if not self.stop.is_set():  # close() revokes too: not a rebalance
+                self.revokes.append(time.monotonic())
+
+        cons.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        nxt = time.monotonic()
+        try:
+            while not self.stop.is_set():
+                cons.poll(0.05)
+                if self.assignment and time.monotonic() >= nxt:
+                    nxt = time.monotonic() + self.commit_every
+                    offs = [ck.TopicPartition(self.topic, p, 0) for p in self.assignment]
+                    try:
+                        cons.commit(offsets=offs, asynchronous=False)
+                        self.commits.append((time.monotonic(), None))
+                    except ck.KafkaException as e:
+                        self.commits.append((time.monotonic(), e.args[0].name()))
+        finally:
+            cons.close()
+
+    def assigned_after(self, t: float) -> float | None:
+        return next((ta for ta, _ in list(self.assigns) if ta > t), None)
+
+    def revoked_after(self, t: float) -> float | None:
+        return next((tr for tr in list(self.revokes) if tr > t), None)
+
+    def committed_after(self, t: float) -> float | None:
+        return next((tc for tc, err in list(self.commits) if tc > t and err is None), None)
+
+
+def group_failover(c: Cluster, topic: str, args) -> dict:
+    """kill -9 the group coordinator of a steady 3-member group; the time until the group is
+    served again (every member's OffsetCommit accepted) and until a rebalance completed."""
+    from tools.kafka_client import GROUP_KEY
+
+    group = f"cb-grp-{uuid.uuid4().hex[:8]}"
+    members = [GroupMember(c.bootstrap, group, topic, f"{group}-m{i}") for i in range(args.group_members)]
+    for m in members:
+        m.start()
+    everything = list(range(args.partitions))
+
+    def settled(ms) -> bool:  # the members' assignments split the topic, each has one
+        return all(m.assignment for m in ms) and sorted(p for m in ms for p in m.assignment) == everything
+
+    joiner = None
+    try:
+        if not _wait(lambda: settled(members) and all(m.committed_after(max(t for t, _ in m.assigns))
+                                                      for m in members), 90):
+            raise RuntimeError(f"group {group}: members not assigned and committing in 90 s: "
+                               f"{[(m.assignment, m.commits[-1:]) for m in members]}")
+        time.sleep(args.failover_warm_s)
+        coord = find_coordinator(c.bootstrap, group, GROUP_KEY)
+        log(f"{c.name}:   group {group}: {len(members)} members "
+            f"{[m.assignment for m in members]}, coordinator {coord}; kill -9 {coord}")
+        t_kill = time.monotonic()
+        c.kill9(coord)
+        if args.group_joiner:
+            joiner = GroupMember(c.bootstrap, group, topic, f"{group}-joiner")
+            joiner.start()
+            members.append(joiner)
+
+        def done() -> bool:
+            served = all(m.committed_after(t_kill) for m in members)
+            rebalanced = all(m.assigned_after(t_kill) for m in members) and settled(members)
+            # without a joiner the group need not rebalance: served is the end; with one, both
+            return served and (rebalanced or not args.group_joiner)
+        _wait(done, args.failover_timeout, 0.01)
+        if not args.group_joiner:  # a rebalance the move itself started: wait for its end too
+            _wait(lambda: not any(m.revoked_after(t_kill) for m in members)
+                  or (all(m.assigned_after(t_kill) for m in members) and settled(members)), 30)
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(30)
+    res: dict = {"group": group, "killed": coord, "members": len(members), "joiner": bool(joiner)}
+    served = [m.committed_after(t_kill) for m in members if m is not joiner]
+    assigned = [m.assigned_after(t_kill) for m in members]
+    res["revoked_after_kill"] = sum(m.revoked_after(t_kill) is not None for m in members)
+
+    def rel(t):
+        return None if t is None else round(t - t_kill, 3)
+    # per member, seconds after the kill: first revoke, assignment, accepted commit; commit errors
+    res["timeline"] = {m.name: {"revoked": rel(m.revoked_after(t_kill)), "assigned": rel(m.assigned_after(t_kill)),
+                                "commit_ok": rel(m.committed_after(t_kill)),
+                                "commit_errors": [(rel(t), e) for t, e in m.commits if t > t_kill and e]}
+                       for m in members}
+    res["commit_errors_after_kill"] = sorted({e for m in members for t, e in m.commits if t > t_kill and e})
+    if all(served):
+        res["served_s"] = max(served) - t_kill
+    if all(assigned):
+        res["rebalance_s"] = max(assigned) - t_kill
+    res["failover_s"] = res.get("rebalance_s") if args.group_joiner else res.get("served_s")
+    with contextlib.suppress(Exception):
+        res["new_coordinator"] = find_coordinator(c.bootstrap, group, GROUP_KEY, 10)
+    log(f"{c.name}:   every member's commit accepted {_f(res.get('served_s'), 2)} s after the kill; "
+        f"rebalance completed {_f(res.get('rebalance_s'), 2)} s ({res['revoked_after_kill']} members "
+        f"revoked); new coordinator {res.get('new_coordinator')}; commit errors "
+        f"{res['commit_errors_after_kill']}")
+    return res
 
 
 # =========================================================================== one target
@@ -495,43 +857,46 @@ def bench_target(c: Cluster, args) -> dict:
                            timeout=args.timeout, queue_kb=args.queue_kb)
 
         if "max" in args.phases:
-            runs = []
-            for r in range(args.runs):
-                topic = f"cb-{tag}-max-r{r}"
-                create_topic(c.bootstrap, topic, args.partitions, 3)
-                log(f"{c.name}: max rate run {r + 1}/{args.runs}: {n} x {args.record_size} B, acks=all, "
-                    f"into {topic} ({args.partitions} partitions, RF 3)")
-                run = produce(c, topic, n, args)
-                runs.append(run)
-                log(f"{c.name}:   {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  p99 {run['p99_ms']:.1f} ms  "
-                    f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB  client {run['client_cores']:.2f} cores")
+            runs = measured_runs(
+                c, f"cb-{tag}-max", args.runs, args,
+                f"max rate: {n} x {args.record_size} B, acks=all ({args.partitions} partitions, RF 3)",
+                lambda topic: produce(c, topic, n, args),
+                lambda run: f"{run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  p99 {run['p99_ms']:.1f} ms  "
+                            f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB  "
+                            f"client {run['client_cores']:.2f} cores")
             res["max"] = _median(runs, SECTION_KEYS["max"])
 
         if "rate" in args.phases:
             rate = args.rate_mb * MB / args.record_size
             n_rate = max(1, int(rate * (args.rate_seconds + args.rate_skip)))
-            runs = []
-            for r in range(args.rate_runs):
-                topic = f"cb-{tag}-rate-r{r}"
-                create_topic(c.bootstrap, topic, args.partitions, 3)
-                log(f"{c.name}: paced run {r + 1}/{args.rate_runs}: {args.rate_mb:g} MB/s for "
-                    f"{args.rate_seconds:g} s (+{args.rate_skip:g} s start-up, not in percentiles)")
-                run = produce(c, topic, n_rate, args, rate=rate, skip_s=args.rate_skip)
-                runs.append(run)
-                log(f"{c.name}:   achieved {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  "
-                    f"p99 {run['p99_ms']:.1f} ms  p99.9 {run['p999_ms']:.1f} ms  "
-                    f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB")
+            runs = measured_runs(
+                c, f"cb-{tag}-rate", args.rate_runs, args,
+                f"paced: {args.rate_mb:g} MB/s for {args.rate_seconds:g} s "
+                f"(+{args.rate_skip:g} s start-up, not in percentiles)",
+                lambda topic: produce(c, topic, n_rate, args, rate=rate, skip_s=args.rate_skip),
+                lambda run: f"achieved {run['mb_s']:.1f} MB/s  p50 {run['p50_ms']:.1f} ms  "
+                            f"p99 {run['p99_ms']:.1f} ms  p99.9 {run['p999_ms']:.1f} ms  "
+                            f"brokers {run['broker_cpu_s_per_gb']:.1f} CPU-s/GB")
             res["rate"] = _median(runs, SECTION_KEYS["rate"])
             res["rate"]["target_mb_s"] = args.rate_mb
 
-        if {"leader", "controller"} & args.phases:
+        if "txn" in args.phases:
+            res["txn"] = txn_phase(c, tag, args)
+
+        if {"leader", "controller", "txn-failover", "group-failover"} & args.phases:
             fo_topic = f"cb-{tag}-failover"
             create_topic(c.bootstrap, fo_topic, args.partitions, 3)
         healthy = True
         if "leader" in args.phases:
             healthy = failover_trials(c, "leader_failover", leader_failover, fo_topic, args, res)
         if "controller" in args.phases and healthy:
-            failover_trials(c, "controller_failover", controller_failover, fo_topic, args, res)
+            healthy = failover_trials(c, "controller_failover", controller_failover, fo_topic, args, res)
+        if "txn-failover" in args.phases and healthy:
+            healthy = failover_trials(c, "txn_failover", txn_failover, fo_topic, args, res,
+                                      (TXN_STATE, OFFSETS), args.coordinator_trials)
+        if "group-failover" in args.phases and healthy:
+            failover_trials(c, "group_failover", group_failover, fo_topic, args, res,
+                            (TXN_STATE, OFFSETS), args.coordinator_trials)
         res["loadavg_after"] = os.getloadavg()
     finally:
         log(f"{c.name}: stopping (pids {c.broker_pids()})")
@@ -556,7 +921,7 @@ def merge_rounds(rounds: list[dict]) -> dict:
     for sec, keys in SECTION_KEYS.items():
         runs = [run for r in ok for run in r.get(sec, {}).get("runs", [])]
         if runs:
-            out[sec] = _median(runs, keys)
+            out[sec] = _median(runs, keys, with_max=sec.endswith("_failover"))
     if "rate" in out:
         out["rate"]["target_mb_s"] = ok[0]["rate"]["target_mb_s"]
     errors = [r["error"] for r in rounds if "error" in r]
@@ -575,6 +940,7 @@ def merge_rounds(rounds: list[dict]) -> dict:
 def metric_rows(res: dict) -> list[tuple[str, object]]:
     m, r = res.get("max", {}), res.get("rate", {})
     lf, cf = res.get("leader_failover", {}), res.get("controller_failover", {})
+    tx, tf, gf = res.get("txn", {}), res.get("txn_failover", {}), res.get("group_failover", {})
     rows = [
         ("startup s", res.get("startup_s")),
         ("idle broker CPU cores (3 brokers)", res.get("idle_broker_cores")),
@@ -593,6 +959,14 @@ def metric_rows(res: dict) -> list[tuple[str, object]]:
         ("paced etcd CPU s/GB", r.get("etcd_cpu_s_per_gb")),
         ("leader kill -9 -> first new-leader ack s", lf.get("failover_s")),
         ("controller kill -9 -> topic created s", cf.get("failover_s")),
+        ("txn/s (10 x 1 KB, RF 3)", tx.get("txn_s")),
+        ("txn commit p50 ms", tx.get("commit_p50_ms")),
+        ("txn commit p99 ms", tx.get("commit_p99_ms")),
+        ("txn broker CPU ms/txn (3 brokers)", tx.get("broker_cpu_ms_per_txn")),
+        ("txn etcd CPU ms/txn", tx.get("etcd_cpu_ms_per_txn")),
+        ("txn coordinator kill -9 -> first commit s", tf.get("failover_s")),
+        ("group coordinator kill -9 -> all commits ok s", gf.get("served_s")),
+        ("group coordinator kill -9 -> rebalance done s", gf.get("rebalance_s")),
     ]
     return [(k, v) for k, v in rows if v is not None]
 
@@ -649,7 +1023,8 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 8 MB per run, 1 run, 2 s paced phase, 1 failover trial each")
     ap.add_argument("--phases", default="max,rate,leader,controller",
-                    help="comma list of max,rate,leader,controller")
+                    help="comma list of max,rate,leader,controller,txn,txn-failover,group-failover "
+                         "(or 'eos' for txn,txn-failover,group-failover)")
     ap.add_argument("--idle-seconds", type=float, default=None,
                     help="CPU of the idle cluster measured over this long after start-up (default 5; quick 2)")
     ap.add_argument("--mb", type=float, default=None, help="MB per max-rate run (default 128)")
@@ -675,6 +1050,21 @@ def parse_args(argv=None):
                     help="RF of each CreateTopics probe (default 2: two brokers are left alive)")
     ap.add_argument("--probe-timeout", type=float, default=3.0,
                     help="request/operation timeout of each CreateTopics probe (probes overlap)")
+    ap.add_argument("--txns", type=int, default=None, help="transactions per txn run (default 1000; quick 50)")
+    ap.add_argument("--txn-runs", type=int, default=None, help="txn runs (default 2; quick 1)")
+    ap.add_argument("--txn-warmup", type=int, default=None,
+                    help="unmeasured transactions before the txn runs (default 200; quick 0)")
+    ap.add_argument("--txn-records", type=int, default=10, help="records per transaction (txn phase)")
+    ap.add_argument("--txn-failover-interval-ms", type=float, default=20.0,
+                    help="txn-failover: a transaction (one record) begins at most this often")
+    ap.add_argument("--coordinator-trials", type=int, default=None,
+                    help="kills per coordinator failover phase (default 3; quick 1); median and max reported")
+    ap.add_argument("--txn-call-timeout", type=float, default=60.0,
+                    help="txn-failover: timeout of each init/commit/abort call (retriable: called again)")
+    ap.add_argument("--group-members", type=int, default=3, help="group-failover: consumers in the group")
+    ap.add_argument("--group-joiner", action=argparse.BooleanOptionalAction, default=True,
+                    help="group-failover: a new member subscribes right after the kill, so the "
+                         "group must complete a rebalance on the new coordinator (default on)")
     ap.add_argument("--heal-timeout", type=float, default=90.0,
                     help="after a kill: seconds to wait for the restarted node to rejoin every ISR")
     ap.add_argument("--timeout", type=float, default=600.0, help="per produce run")
@@ -689,7 +1079,8 @@ def parse_args(argv=None):
     ap.add_argument("--json", default=None,
                     help="output file (default bench/results/cluster_bench-<targets>-<time>.json)")
     args = ap.parse_args(argv)
-    args.phases = {p.strip() for p in args.phases.split(",") if p.strip()}
+    args.phases = {p.strip() for p in args.phases.replace("eos", "txn,txn-failover,group-failover").split(",")
+                   if p.strip()}
     q = args.quick
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else (2 if q else 5)
     args.mb = args.mb if args.mb is not None else (8 if q else 128)
@@ -699,6 +1090,10 @@ def parse_args(argv=None):
     args.rate_skip = args.rate_skip if args.rate_skip is not None else (0.5 if q else 1.0)
     args.rate_runs = args.rate_runs if args.rate_runs is not None else 1
     args.failover_trials = args.failover_trials if args.failover_trials is not None else (1 if q else 2)
+    args.txns = args.txns if args.txns is not None else (50 if q else 1000)
+    args.txn_runs = args.txn_runs if args.txn_runs is not None else (1 if q else 2)
+    args.txn_warmup = args.txn_warmup if args.txn_warmup is not None else (0 if q else 200)
+    args.coordinator_trials = args.coordinator_trials if args.coordinator_trials is not None else (1 if q else 3)
     return args
 
 

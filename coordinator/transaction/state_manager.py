@@ -24,7 +24,7 @@ import structlog
 from protocol import records as rb
 from protocol.errors import ErrorCode
 
-from ..runtime import append_error, error_name
+from ..runtime import append_error, error_name, load_with_retry
 from . import log as txn_log
 from .services import TxnServices, cancel_and_wait
 from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitMetadata
@@ -32,7 +32,6 @@ from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitM
 log = structlog.get_logger("coordinator.transaction")
 
 TXN_TOPIC = "__transaction_state"
-LOAD_ATTEMPTS = 3
 DEFAULT_REQUEST_TIMEOUT_MS = 30000
 
 
@@ -139,18 +138,8 @@ class TransactionStateManager:
 
     async def _load(self, partition: int, coordinator_epoch: int) -> None:
         started = time.monotonic()
-        loaded: dict[str, TxnTransitMetadata] | None = None
-        records = 0
-        for attempt in range(1, LOAD_ATTEMPTS + 1):
-            try:
-                loaded, records = await asyncio.to_thread(self._read_partition, partition)
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # e.g. a segment swapped by the cleaner under the reader: retry
-                log.exception("txn_partition_load_failed", topic=TXN_TOPIC, partition=partition,
-                              attempt=attempt, attempts=LOAD_ATTEMPTS)
-                await asyncio.sleep(0.1 * attempt)
+        result = await load_with_retry(lambda: self._read_partition(partition), topic=TXN_TOPIC, partition=partition)
+        loaded, records = result if result is not None else (None, 0)
         if self.loading.get(partition) != coordinator_epoch:
             return  # resigned (or re-elected) meanwhile
         if loaded is None:

@@ -28,6 +28,7 @@ from tests.support.cluster import (
     wait_for,
     wait_internal_isr_complete,
     wait_isr_complete,
+    wait_preferred_leaders,
 )
 from tests.support.copier import Copier, transform
 
@@ -208,6 +209,7 @@ def test_transactions_tools_ask_the_right_broker(healthy, kafka_libs):  # noqa: 
         p.produce(topic, value=txn_id.encode(), partition=n % PARTITIONS)
         assert p.flush(30) == 0
         producers.append(p)
+    wait_preferred_leaders(cluster, "__transaction_state")  # coordinators stay where they are
     coordinators = {t: coordinator_node(cluster, t, TRANSACTION) for t in ids}
     for tool in (lambda *a: ok(bs, *a), lambda *a: _kafka_ok(bs, *a)):
         rows = {r[0]: r for r in table(tool("list"))[1:]}

@@ -126,6 +126,14 @@ def coordinator_node(cluster: DevCluster, key: str, key_type: int, timeout: floa
     return wait_for(ask, timeout, f"a live coordinator for {key!r}")
 
 
+def wait_preferred_leaders(cluster: DevCluster, topic: str, timeout: float = 60.0) -> None:
+    """Every partition of ``topic`` led by its preferred replica, with a full ISR: the
+    controller then has no leadership left to move back (auto.leader.rebalance.enable)."""
+    wait_for(lambda: all(leader == replicas[0] and sorted(isr) == sorted(replicas)
+                         for leader, replicas, isr in describe(cluster.bootstrap, topic).values()),
+             timeout, f"preferred leaders on {topic}")
+
+
 def wait_internal_isr_complete(cluster: DevCluster, timeout: float = 90.0) -> None:
     """Every partition of the coordinators' internal topics (those created so far) has all
     its replicas in sync."""

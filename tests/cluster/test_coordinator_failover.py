@@ -192,9 +192,9 @@ def test_group_of_three_rebalances_on_the_new_coordinator_and_keeps_its_offsets(
 
 @pytest.mark.kafka_tools
 def test_transactions_tools_ask_the_right_broker(healthy, kafka_libs):  # noqa: F811
-    """kbroker-transactions and Kafka's kafka-transactions against the cluster: list and
-    describe reach each transactional id's coordinator, describe-producers and abort reach
-    each partition's leader."""
+    """kbroker-transactions and Kafka's kafka-transactions against the cluster: list, describe
+    and find-hanging reach each transactional id's coordinator, describe-producers and abort
+    reach each partition's leader."""
     cluster = healthy
     bs = cluster.bootstrap
     tag = uuid.uuid4().hex[:6]
@@ -220,6 +220,9 @@ def test_transactions_tools_ask_the_right_broker(healthy, kafka_libs):  # noqa: 
             described = dict(zip(head, row))
             assert (described["CoordinatorId"], described["TransactionState"]) == \
                 (str(coordinators[txn_id]), "Ongoing"), described
+        # Every open transaction is a candidate (timeout 0); asking each one's coordinator
+        # shows it ongoing with that partition, so none is hanging.
+        assert table(tool("find-hanging", "--topic", topic, "--max-transaction-timeout", "0"))[1:] == []
     # Abort the open transactions on partition 0 with ours, on partition 1 with Kafka's tool.
     for partition, tool in ((0, lambda *a: ok(bs, *a)), (1, lambda *a: _kafka_ok(bs, *a))):
         open_before = [r for r in table(ok(bs, "describe-producers", "--topic", topic, "--partition",

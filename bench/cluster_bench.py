@@ -974,35 +974,7 @@ def metric_rows(res: dict) -> list[tuple[str, object]]:
 def render(results: dict) -> tuple[str, dict]:
     names = [n for n in ("ours", "kafka") if n in results]
     ok = {n: results[n] for n in names if "error" not in results[n]}
-    labels: list[str] = []
-    table: dict[str, dict] = {}
-    for n, r in ok.items():
-        for label, val in metric_rows(r):
-            if label not in table:
-                labels.append(label)
-                table[label] = {}
-            table[label][n] = val
-    show_ratio = "ours" in ok and "kafka" in ok
-    header = ["metric", *ok] + (["ours/kafka"] if show_ratio else [])
-    lines, ratios = [], {}
-    for label in labels:
-        row = [label] + [_f(table[label].get(n), 2) for n in ok]
-        if show_ratio:
-            a, b = table[label].get("ours"), table[label].get("kafka")
-            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
-                ratios[label] = a / b
-                row.append(f"{a / b:.2f}")
-            else:
-                row.append("-")
-        lines.append(row)
-    out = []
-    if lines:
-        widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
-
-        def fmt(row):
-            return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                             for i, (c, w) in enumerate(zip(row, widths)))
-        out += [fmt(header), "  ".join("-" * w for w in widths), *map(fmt, lines)]
+    out, ratios = pb.ratio_table({n: metric_rows(r) for n, r in ok.items()}, digits=2)
     for n in ok:
         out.append(f"{n} failover settings: " + ", ".join(
             f"{k}={v}" for k, v in (ok[n].get("governing_settings") or {}).items()))
@@ -1010,10 +982,7 @@ def render(results: dict) -> tuple[str, dict]:
             out.append(f"{n}: a round FAILED: {err}")
         for err in ok[n].get("errors", []):
             out.append(f"{n}: {err}")
-    for n in names:
-        if "error" in results[n]:
-            out.append(f"{n}: FAILED: {results[n]['error']}")
-    return "\n".join(out), ratios
+    return "\n".join(out + pb.failures(results, names)), ratios
 
 
 # =========================================================================== main

@@ -628,24 +628,23 @@ def metric_rows(res: dict, acks_list: list[str]) -> list[tuple[str, object, bool
     return [r for r in rows if r[1] is not None]
 
 
-def render(results: dict, acks_list: list[str]) -> tuple[str, dict]:
-    names = [n for n in ("ours", "kafka", "external") if n in results]
-    ok = {n: results[n] for n in names if "error" not in results[n]}
+def ratio_table(rows: dict[str, list[tuple]], digits: int = 1) -> tuple[list[str], dict]:
+    """Aligned text rows of metric x target (``rows``: target -> [(label, value, ...)]) with an
+    ours/kafka column when both are there; also the ratios by label."""
     labels: list[str] = []
     table: dict[str, dict[str, object]] = {}
-    for n, r in ok.items():
-        for label, val, _hib in metric_rows(r, acks_list):
+    for n, metrics in rows.items():
+        for label, val, *_ in metrics:
             if label not in table:
                 labels.append(label)
                 table[label] = {}
             table[label][n] = val
     ratios = {}
-    cols = list(ok)
-    show_ratio = "ours" in ok and "kafka" in ok
-    header = ["metric"] + cols + (["ours/kafka"] if show_ratio else [])
+    show_ratio = "ours" in rows and "kafka" in rows
+    header = ["metric", *rows] + (["ours/kafka"] if show_ratio else [])
     lines = []
     for label in labels:
-        row = [label] + [_f(table[label].get(n)) for n in cols]
+        row = [label] + [_f(table[label].get(n), digits) for n in rows]
         if show_ratio:
             a, b = table[label].get("ours"), table[label].get("kafka")
             if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
@@ -654,19 +653,25 @@ def render(results: dict, acks_list: list[str]) -> tuple[str, dict]:
             else:
                 row.append("-")
         lines.append(row)
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)] if lines else []
-    out = []
-    if lines:
-        def fmt(row):
-            return "  ".join((str(c).ljust(w) if i == 0 else str(c).rjust(w))
-                             for i, (c, w) in enumerate(zip(row, widths)))
-        out.append(fmt(header))
-        out.append("  ".join("-" * w for w in widths))
-        out.extend(fmt(r) for r in lines)
-    for n in names:
-        if "error" in results[n]:
-            out.append(f"{n}: FAILED: {results[n]['error']}")
-    return "\n".join(out), ratios
+    if not lines:
+        return [], ratios
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+
+    def fmt(row):
+        return "  ".join((str(c).ljust(w) if i == 0 else str(c).rjust(w))
+                         for i, (c, w) in enumerate(zip(row, widths)))
+    return [fmt(header), "  ".join("-" * w for w in widths), *map(fmt, lines)], ratios
+
+
+def failures(results: dict, names: list[str]) -> list[str]:
+    return [f"{n}: FAILED: {results[n]['error']}" for n in names if "error" in results[n]]
+
+
+def render(results: dict, acks_list: list[str]) -> tuple[str, dict]:
+    names = [n for n in ("ours", "kafka", "external") if n in results]
+    ok = {n: results[n] for n in names if "error" not in results[n]}
+    out, ratios = ratio_table({n: metric_rows(r, acks_list) for n, r in ok.items()})
+    return "\n".join(out + failures(results, names)), ratios
 
 
 # =========================================================================== main

@@ -12,13 +12,11 @@ restart or wipe single nodes and to stop etcd.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -252,7 +250,7 @@ class DevCluster:
         raise TimeoutError(f"brokers {sorted(node_ids)} did not all register within {timeout}s")
 
     def registered_brokers(self) -> list[int]:
-        """Broker ids in the Metadata answer of the first live broker (a raw v1 request)."""
+        """Broker ids in the Metadata answer of the first live broker."""
         for node in self.nodes.values():
             if not node.alive:
                 continue
@@ -286,32 +284,14 @@ class DevCluster:
 
 
 def metadata_broker_ids(host: str, port: int, timeout: float = 2.0) -> list[int]:
-    """The brokers a Metadata v1 request (no topics) lists, through the project's codec."""
-    from kio.serial import entity_reader, entity_writer
+    """The brokers a Metadata request (no topics) lists, through the project's own client."""
+    from tools.kafka_client import KafkaClient, KafkaClientError
 
-    from protocol.api import request_class, response_class
-    from protocol.codec import build
-
-    out = io.BytesIO()
-    entity_writer(request_class(3, 1))(out, build(request_class(3, 1), {"topics": []}))
-    client_id = b"devcluster"
-    body = struct.pack(">hhih", 3, 1, 7, len(client_id)) + client_id + out.getvalue()
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(struct.pack(">i", len(body)) + body)
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        frame = _recv_exact(s, size)
-    response, _ = entity_reader(response_class(3, 1))(frame, 4)  # after the correlation id
-    return [b.node_id for b in response.brokers]
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return buf
+    try:
+        with KafkaClient(f"{host}:{port}", client_id="devcluster", request_timeout=timeout) as client:
+            return sorted(client.metadata([]).brokers)
+    except KafkaClientError as exc:
+        raise OSError(str(exc)) from exc
 
 
 def main(argv: list[str] | None = None) -> int:

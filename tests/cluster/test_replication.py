@@ -12,7 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from tests.support.clients import consume_all, create_topic
+from tests.support.clients import consume_all, create_topic, produce_when_room
 from tests.support.cluster import describe, produce_values, wait_for, wait_isr_complete
 
 
@@ -37,12 +37,7 @@ def _produce(bootstrap: str, topic: str, n: int, *, during: dict | None = None, 
         if during and i in during:
             p.flush(30)
             during[i]()
-        while True:
-            try:
-                p.produce(topic, value=b"r%07d" % i, on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_when_room(p, topic, value=b"r%07d" % i, on_delivery=on_delivery)
         p.poll(0)
     remaining = p.flush(90)
     assert remaining == 0, f"{remaining} records never delivered"

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from tests.support.clients import produce_when_room
 from tests.support.workload import (
     CODECS,
     Got,
@@ -60,14 +61,8 @@ def _ck_produce(bootstrap: str, topic: str, records: tuple[Rec, ...], codec: str
 
     p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
     for r in records:
-        while True:
-            try:
-                p.produce(topic, value=r.value, key=r.key, partition=r.partition,
-                          timestamp=r.timestamp, headers=list(r.headers) or None,
-                          on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.05)
+        produce_when_room(p, topic, value=r.value, key=r.key, partition=r.partition,
+                          timestamp=r.timestamp, headers=list(r.headers) or None, on_delivery=on_delivery)
         p.poll(0)
     left = p.flush(60)
     assert left == 0, f"{left} messages still queued after flush"

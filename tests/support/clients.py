@@ -20,6 +20,16 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
     fs[name].result(timeout=15)
 
 
+def produce_when_room(producer, topic: str, wait: float = 0.05, **kwargs) -> None:
+    """``producer.produce`` that serves delivery reports while the local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, **kwargs)
+            return
+        except BufferError:
+            producer.poll(wait)
+
+
 def consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0,
                 **config) -> list:
     """Read every partition from the beginning until ``expected`` records arrived."""

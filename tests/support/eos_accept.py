@@ -33,6 +33,7 @@ from protocol import records as rb
 from protocol.api import request_class
 from protocol.codec import build
 from protocol.errors import ErrorCode
+from tests.support.clients import produce_when_room
 from tests.support.raw import RawClient, TxnDescription, describe_transaction  # noqa: F401
 
 TARGET = os.environ.get("KBROKER_EOS_TARGET", "").strip().lower()
@@ -424,13 +425,8 @@ def load_input(bootstrap: str, topic: str, n: int, partitions: int, prefix: str 
     values = [f"{prefix}-{i:06d}".encode() for i in range(n)]
     errors = []
     for i, v in enumerate(values):
-        while True:
-            try:
-                p.produce(topic, v, key=b"%d" % i, partition=i % partitions,
+        produce_when_room(p, topic, 0.1, value=v, key=b"%d" % i, partition=i % partitions,
                           on_delivery=lambda err, msg: err and errors.append(err))
-                break
-            except BufferError:
-                p.poll(0.1)
     assert p.flush(60) == 0
     assert not errors, errors[:3]
     return values

@@ -37,7 +37,9 @@ def test_reassignment_moves_a_replica_by_replication(healthy, kafka_libs, tmp_pa
                     "--reassignment-json-file", str(plan), "--verify", check=False).stdout
         return "is completed" in out and out
     wait_for(finished, 90, "the reassignment to complete", interval=1.0)
-    leader, replicas, isr = describe(cluster.bootstrap, topic)[0]
+    # --verify asks one broker; the one answering Metadata may apply the last change a moment later.
+    leader, replicas, isr = wait_for(lambda: (p := describe(cluster.bootstrap, topic)[0])[1:] and
+                                     sorted(p[1]) == [2, 3] and p, 30, "every broker to see the new replicas")
     assert sorted(replicas) == [2, 3] and sorted(isr) == [2, 3] and leader in (2, 3)
     wait_for(lambda: not _hosts(cluster.node(1), topic), 30, "broker 1 to delete its replica")
     # The new replica got the data by replication: with broker 2 down, broker 3 alone serves it.

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos compat compat-fast clean pipeline-setup pipeline-demo pipeline-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -100,6 +100,15 @@ bench-cluster: tools
 # coordinators, ours then Apache Kafka.
 bench-eos: tools
 	$(PY) bench/cluster_bench.py --target both --phases eos $(ARGS)
+
+# Other projects' test suites and Kafka's tools against fresh brokers (one kbroker node, three,
+# then Apache Kafka 4.3.1 likewise); rewrites the matrix in compat/README.md. ARGS narrows it,
+# e.g. ARGS="--suite kcat --target kbroker".
+compat: tools
+	$(PY) -m compat.run $(ARGS)
+
+compat-fast: tools
+	$(PY) -m compat.run --fast --target kbroker $(ARGS)
 
 clean:
 	rm -rf $(VENV) kbroker-data kbroker-cluster .pytest_cache

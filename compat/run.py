@@ -1,0 +1,94 @@
+"""Run compatibility suites against fresh brokers and regenerate the matrix.
+
+    python -m compat.run                                # every suite, every target (make compat)
+    python -m compat.run --suite kcat --target kbroker  # one cell
+    python -m compat.run --fast --target kbroker        # the subset CI runs
+
+Each suite is a package ``compat/<suite>/`` whose ``runner`` module defines:
+
+- ``SUITE`` (its folder name) and ``BROKER_CONFIG`` (broker settings every target gets);
+- ``prepare() -> str``: fetch or build the suite (pinned, cached); returns client and version;
+- ``run(target, workdir, fast) -> dict[str, str]``: test id -> passed / failed / skipped;
+- ``FEATURES``: feature -> regexes over test ids, for the matrix.
+
+For kbroker targets the exit status is 1 when an allowlisted test did not pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import structlog
+
+from compat import matrix
+from compat.results import COMPAT, allowlist, classify, record, regressions
+from compat.targets import TARGETS, started
+
+log = structlog.get_logger("compat")
+
+# In matrix order; CI's fast subset is marked by each runner's FAST flag.
+SUITES = ("confluent-kafka-python", "kafka-python", "librdkafka", "java-client", "kafka-tools",
+          "kafkajs", "franz-go", "kcat")
+
+
+def runner(suite: str):
+    return importlib.import_module(f"compat.{suite.replace('-', '_')}.runner")
+
+
+def available() -> list[str]:
+    return [s for s in SUITES if (COMPAT / suite_dir(s) / "runner.py").exists()]
+
+
+def run_one(suite: str, target: str, fast: bool = False) -> list[str]:
+    """Run ``suite`` against a fresh ``target``; record it; return its regressions."""
+    mod = runner(suite)
+    client = mod.prepare()
+    log.info("suite_start", suite=suite, target=target, client=client, fast=fast)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"compat-{suite}-") as tmp, \
+            started(target, mod.BROKER_CONFIG, Path(tmp) / "broker") as t:
+        tests = mod.run(t, Path(tmp), fast)
+    result = record(suite, target, client, tests, classify(tests, mod.FEATURES),
+                    time.monotonic() - start, save=not fast)
+    missing = regressions(result, allowlist(COMPAT / suite_dir(suite), target)) \
+        if target.startswith("kbroker") else []
+    log.info("suite_done", suite=suite, target=target, passed=result.passed,
+             failed=result.failed, seconds=result.duration_s, regressions=len(missing))
+    for test in missing:
+        log.error("allowlisted_test_did_not_pass", suite=suite, target=target, test=test)
+    return missing
+
+
+def suite_dir(suite: str) -> str:
+    return suite.replace("-", "_")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", action="append", choices=SUITES, help="default: every suite")
+    ap.add_argument("--target", action="append", choices=TARGETS, help="default: every target")
+    ap.add_argument("--fast", action="store_true",
+                    help="only the suites and tests CI runs (results are not stored)")
+    ap.add_argument("--no-matrix", action="store_true", help="do not rewrite compat/README.md")
+    args = ap.parse_args(argv)
+    suites = args.suite or [s for s in available() if not args.fast or runner(s).FAST]
+    failures = 0
+    for suite in suites:
+        for target in args.target or TARGETS:
+            try:
+                failures += len(run_one(suite, target, args.fast))
+            except Exception as e:  # one suite's setup failure must not hide the others' results
+                log.error("suite_error", suite=suite, target=target, error=repr(e))
+                failures += 1
+    if not (args.no_matrix or args.fast):
+        matrix.write()
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,7 @@ import sys
 
 import structlog
 
-from .config import ConfigError, load_from_args
+from .config import KEYS, ConfigError, load_from_args
 from .logging import configure
 
 
@@ -25,6 +25,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--strict-config", action="store_true",
                    help="fail on unknown configuration keys instead of warning")
     return p.parse_args(argv)
+
+
+def _internal_default(name: str, value) -> bool:
+    """A test-only key left at its default is noise in the start-up log."""
+    key = KEYS.get(name)
+    return key is not None and key.internal and value == key.default
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     if config.ignored:
         log.info("config_accepted_but_not_implemented", keys=config.ignored)
     log.info("effective_config", **{k.replace(".", "_"): v for k, v in sorted(config.values.items())
-                                    if v is not None})
+                                    if v is not None and not _internal_default(k, v)})
     try:
         import uvloop
 

@@ -15,10 +15,13 @@ node id) or cluster-wide (empty name). They are kept in ``<log dir>/__dynamic_br
 (written with fsync + rename before they apply), applied to ``broker.config`` and to every open
 partition's log config, and re-applied at start-up by :func:`load_dynamic_broker_configs`.
 
-Differs from Kafka: only that subset is dynamic (Kafka has more: listeners, SSL, thread
-pools, quotas...); every other broker key is read-only and refused with INVALID_REQUEST
-("Cannot update these configs dynamically: [...]"), and unknown broker keys are refused
-instead of being stored (Kafka 4.3 stores them). Group configs (resource type GROUP) are not
+Kafka's other dynamic keys for features this broker does not have (SSL, SASL, quotas, remote
+storage...; ``dynamic_config_keys``) are validated by type, stored and described back, with no
+effect.
+
+Differs from Kafka: a key this broker knows but cannot change at run time (listeners, thread
+pools...) is refused with INVALID_REQUEST ("Cannot update these configs dynamically: [...]"),
+and unknown broker keys are refused instead of being stored (Kafka 4.3 stores them). Group configs (resource type GROUP) are not
 supported. A STATIC_BROKER_CONFIG is recognised by a value that differs from the built-in
 default (a key set to its default value shows as DEFAULT_CONFIG).
 """
@@ -36,7 +39,8 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 
 from . import topic_config
-from .config import KEYS, ConfigError
+from .config import KEYS, ConfigError, type_name
+from .dynamic_config_keys import KAFKA_DYNAMIC_CONFIGS
 from .replica_manager import INTERNAL_TOPICS, validate_topic_name
 
 if TYPE_CHECKING:
@@ -89,81 +93,31 @@ class OpType(IntEnum):
 
 
 # Kafka's ServerTopicConfigSynonyms: the broker key behind each topic key (primary first).
-TOPIC_SYNONYMS: dict[str, str] = {
-    "cleanup.policy": "log.cleanup.policy",
-    "compression.type": "compression.type",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "max.message.bytes": "message.max.bytes",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "min.insync.replicas": "min.insync.replicas",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "message.downconversion.enable": "log.message.downconversion.enable",
-}
+TOPIC_SYNONYMS: dict[str, str] = {k: tk.synonym for k, tk in topic_config.TOPIC_KEYS.items() if tk.synonym}
 
-# Broker keys Kafka has but this broker's config does not: their fixed defaults, so the
+# Broker keys Kafka has but this broker's config does not: Kafka's defaults, so the
 # DEFAULT_CONFIG synonym still shows.
-_MISSING_BROKER_DEFAULTS = {"compression.type": "producer", "log.segment.delete.delay.ms": "60000",
-                            "log.message.downconversion.enable": "true"}
+_MISSING_BROKER_DEFAULTS = {tk.synonym: tk.default for tk in topic_config.TOPIC_KEYS.values()
+                            if tk.synonym and tk.synonym not in KEYS}
 
 # The broker keys this broker can change at run time (all are topic-config defaults).
 DYNAMIC_BROKER_KEYS = frozenset({
     "log.segment.bytes", "log.roll.ms", "log.retention.ms", "log.retention.bytes",
     "log.flush.interval.messages", "log.flush.interval.ms", "log.index.interval.bytes",
     "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms",
     "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "log.message.timestamp.type",
     "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable",
 })
 
-LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy", "listeners", "advertised.listeners",
-                       "log.dirs", "controller.listener.names", "process.roles",
-                       "controller.quorum.voters", "controller.quorum.bootstrap.servers"})
+LIST_KEYS = frozenset({k for k, tk in topic_config.TOPIC_KEYS.items() if tk.type == "LIST"} | {
+    "log.cleanup.policy", "listeners", "advertised.listeners", "log.dirs", "controller.listener.names",
+    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers"} | {
+    k for k, (ctype, _) in KAFKA_DYNAMIC_CONFIGS.items() if ctype == "LIST"})
 
-TOPIC_CONFIG_TYPES: dict[str, ConfigType] = {
-    "cleanup.policy": ConfigType.LIST, "compression.type": ConfigType.STRING,
-    "delete.retention.ms": ConfigType.LONG, "file.delete.delay.ms": ConfigType.LONG,
-    "flush.messages": ConfigType.LONG, "flush.ms": ConfigType.LONG,
-    "index.interval.bytes": ConfigType.INT, "max.message.bytes": ConfigType.INT,
-    "message.timestamp.type": ConfigType.STRING, "min.cleanable.dirty.ratio": ConfigType.DOUBLE,
-    "min.compaction.lag.ms": ConfigType.LONG, "min.insync.replicas": ConfigType.INT,
-    "retention.bytes": ConfigType.LONG, "retention.ms": ConfigType.LONG,
-    "segment.bytes": ConfigType.INT, "segment.ms": ConfigType.LONG,
-    "segment.index.bytes": ConfigType.INT, "unclean.leader.election.enable": ConfigType.BOOLEAN,
-    "message.downconversion.enable": ConfigType.BOOLEAN,
-}
-
-TOPIC_DOCS: dict[str, str] = {
-    "cleanup.policy": "A list of 'delete' (discard old segments by time or size) and/or 'compact' "
-                      "(keep the latest value per key).",
-    "compression.type": "Final compression of the topic's data; 'producer' keeps the producer's codec.",
-    "delete.retention.ms": "How long delete tombstones are kept on compacted topics.",
-    "file.delete.delay.ms": "Time to wait before deleting a file from the filesystem.",
-    "flush.messages": "Force an fsync after this many messages are appended.",
-    "flush.ms": "Force an fsync once data is this old (ms).",
-    "index.interval.bytes": "How often (in bytes) an offset index entry is added.",
-    "max.message.bytes": "Largest record batch size allowed, after compression.",
-    "message.timestamp.type": "CreateTime or LogAppendTime.",
-    "min.cleanable.dirty.ratio": "Dirty/total ratio above which the log cleaner compacts the log.",
-    "min.compaction.lag.ms": "Minimum time a record stays uncompacted.",
-    "min.insync.replicas": "Minimum in-sync replicas for an acks=all write to succeed.",
-    "retention.bytes": "Maximum partition size before old segments are deleted; -1 for no limit.",
-    "retention.ms": "Maximum age of a segment before it is deleted; -1 for no limit.",
-    "segment.bytes": "Size of a log segment file.",
-    "segment.ms": "Time after which a segment is rolled even if not full.",
-    "segment.index.bytes": "Size of the offset index of a segment.",
-    "unclean.leader.election.enable": "Whether replicas outside the ISR may become leader.",
-    "message.downconversion.enable": "Whether fetches may down-convert to older message formats.",
-}
+TOPIC_CONFIG_TYPES = {k: ConfigType[tk.type] for k, tk in topic_config.TOPIC_KEYS.items()}
+TOPIC_DOCS = {k: tk.doc for k, tk in topic_config.TOPIC_KEYS.items()}
 
 ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # no authorizer: all
 ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
@@ -185,16 +139,10 @@ def broker_config_type(name: str) -> ConfigType:
     if name in LIST_KEYS:
         return ConfigType.LIST
     key = KEYS.get(name)
-    if key is None:
-        return ConfigType.UNKNOWN
-    parse = key.parse
-    if parse is int:
-        return ConfigType.LONG if name.endswith((".ms", ".bytes", ".messages")) else ConfigType.INT
-    if parse is float:
-        return ConfigType.DOUBLE
-    if parse is str:
-        return ConfigType.STRING
-    return ConfigType.BOOLEAN
+    if key is not None:
+        return ConfigType[type_name(key)]
+    kafka_only = KAFKA_DYNAMIC_CONFIGS.get(name)
+    return ConfigType[kafka_only[0]] if kafka_only else ConfigType.UNKNOWN
 
 
 def broker_synonyms(name: str) -> list[str]:
@@ -296,7 +244,7 @@ def type_error(name: str, value: str, ctype: ConfigType) -> str | None:
 
 
 def _kafka_wording(message: str) -> str:
-    """topic_config's ``must be >= N`` as Kafka's ``Value must be at least N``."""
+    """config's ``must be >= N`` as Kafka's ``Value must be at least N``."""
     head, sep, req = message.rpartition(": must be >= ")
     return f"{head}: Value must be at least {req}" if sep else message
 
@@ -305,14 +253,10 @@ def validated_topic_overrides(overrides: dict[str, str]) -> dict[str, str]:
     """Normalise every override; INVALID_CONFIG naming the key on the first bad one."""
     out = {}
     for key, value in overrides.items():
-        if key in TOPIC_CONFIG_TYPES and value is not None:
-            bad = type_error(key, value, TOPIC_CONFIG_TYPES[key])
-            if bad:
-                raise KafkaError(ErrorCode.invalid_config, bad)
         try:
             out[key] = topic_config.validate_topic_config(key, value)
         except ConfigError as exc:
-            raise KafkaError(ErrorCode.invalid_config, _kafka_wording(str(exc))) from None
+            raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
     return out
 
 
@@ -387,8 +331,9 @@ def describe_broker(broker: BrokerServices, per_broker: bool, keys, include_syno
                     include_docs: bool) -> list[dict]:
     dyn = dynamic_configs(broker)
     if per_broker:
-        names = sorted(KEYS)
-        values = {n: config_value(broker.config.get(n)) for n in names}
+        names = sorted({n for n, k in KEYS.items() if not k.internal} | set(dyn.per_broker)
+                       | set(dyn.cluster_default))
+        values = {n: dyn.value(n) for n in names}
     else:  # the cluster-wide default resource shows only the dynamic defaults, as Kafka
         names = sorted(dyn.cluster_default)
         values = dict(dyn.cluster_default)
@@ -401,8 +346,9 @@ def describe_broker(broker: BrokerServices, per_broker: bool, keys, include_syno
             synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         out.append({
-            "name": name, "value": values[name], "read_only": name not in DYNAMIC_BROKER_KEYS,
-            "config_source": source, "is_sensitive": False,
+            "name": name, "value": None if sensitive(name) else values[name],
+            "read_only": name in KEYS and name not in DYNAMIC_BROKER_KEYS,
+            "config_source": source, "is_sensitive": sensitive(name),
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms] if include_synonyms else [],
             "config_type": broker_config_type(name),
             "documentation": _broker_doc(name) if include_docs else None,
@@ -461,6 +407,12 @@ class DynamicBrokerConfigs:
             found.pop(0)
         return found
 
+    def value(self, name: str) -> str | None:
+        """The effective value; a Kafka-only dynamic key's stored value (it has no effect here)."""
+        if name in KEYS:
+            return config_value(self.broker.config.get(name))
+        return self.per_broker.get(name, self.cluster_default.get(name))
+
     def layer(self, per_broker: bool) -> dict[str, str]:
         return self.per_broker if per_broker else self.cluster_default
 
@@ -472,30 +424,19 @@ class DynamicBrokerConfigs:
     @staticmethod
     def validate(configs: dict[str, str]) -> dict[str, str]:
         """INVALID_REQUEST (as Kafka: KAFKA-13609) for read-only, unknown or bad values."""
-        unknown = sorted(k for k in configs if k not in KEYS)
+        unknown = sorted(k for k in configs if k not in KEYS and k not in KAFKA_DYNAMIC_CONFIGS)
         if unknown:
             raise KafkaError(ErrorCode.invalid_request, f"Unknown broker configs: {', '.join(unknown)}")
-        fixed = sorted(k for k in configs if k not in DYNAMIC_BROKER_KEYS)
+        fixed = sorted(k for k in configs if k in KEYS and k not in DYNAMIC_BROKER_KEYS)
         if fixed:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
         out = {}
         for name, raw in configs.items():
-            key = KEYS[name]
             bad = type_error(name, raw, broker_config_type(name))
             if bad:
                 raise KafkaError(ErrorCode.invalid_request, bad)
-            try:
-                if raw.strip() == "":
-                    raise ValueError("empty value")
-                value = key.parse(raw)
-            except ValueError as exc:
-                raise KafkaError(ErrorCode.invalid_request,
-                                 f"Invalid value {raw} for configuration {name}: {exc}") from None
-            if key.check is not None and not key.check(value):
-                raise KafkaError(ErrorCode.invalid_request, _kafka_wording(
-                    f"Invalid value {raw} for configuration {name}: {key.requirement}"))
-            out[name] = config_value(value)
+            out[name] = raw if name not in KEYS else _checked_broker_value(name, raw)
         return out
 
     def replace(self, per_broker: bool, configs: dict[str, str], validate_only: bool) -> None:
@@ -522,7 +463,8 @@ class DynamicBrokerConfigs:
     def apply(self) -> None:
         """Make ``broker.config`` the layered values and re-derive every partition's log config."""
         values = self.broker.config.values
-        for name in DYNAMIC_BROKER_KEYS | set(self.per_broker) | set(self.cluster_default):
+        stored = (set(self.per_broker) | set(self.cluster_default)) & set(KEYS)  # others: no effect
+        for name in DYNAMIC_BROKER_KEYS | stored:
             raw = self.per_broker.get(name, self.cluster_default.get(name))
             if raw is None:
                 values[name] = self.static.get(name)
@@ -536,6 +478,25 @@ class DynamicBrokerConfigs:
                 part = rm.partitions.get((topic.name, i))
                 if part is not None:
                     part.log.config = cfg
+
+
+def sensitive(name: str) -> bool:
+    return broker_config_type(name) is ConfigType.PASSWORD
+
+
+def _checked_broker_value(name: str, raw: str) -> str:
+    key = KEYS[name]
+    try:
+        if raw.strip() == "":
+            raise ValueError("empty value")
+        value = key.parse(raw)
+    except ValueError as exc:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Invalid value {raw} for configuration {name}: {exc}") from None
+    if key.check is not None and not key.check(value):
+        raise KafkaError(ErrorCode.invalid_request, _kafka_wording(
+            f"Invalid value {raw} for configuration {name}: {key.requirement}"))
+    return config_value(value)
 
 
 def dynamic_configs(broker: BrokerServices) -> DynamicBrokerConfigs:

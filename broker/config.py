@@ -52,10 +52,11 @@ class Key:
     check: Callable[[Any], bool] | None = None
     requirement: str = ""
     ignored: bool = False  # accepted for compatibility, has no effect
+    internal: bool = False  # for tests only: not described, not logged
 
 
-def _k(name, parse, default, check=None, requirement="", ignored=False) -> Key:
-    return Key(name, parse, default, check, requirement, ignored)
+def _k(name, parse, default, check=None, requirement="", ignored=False, internal=False) -> Key:
+    return Key(name, parse, default, check, requirement, ignored, internal)
 
 
 def at_least(n):
@@ -84,7 +85,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("min.insync.replicas", int, 1, *at_least(1)),
     _k("auto.create.topics.enable", _bool, True),
     _k("delete.topic.enable", _bool, True),
-    _k("log.segment.bytes", int, 1073741824, *at_least(14)),
+    _k("log.segment.bytes", int, 1073741824, *at_least(1048576)),
     _k("log.roll.ms", int, None, *at_least(1)),
     _k("log.roll.hours", int, 168, *at_least(1)),
     _k("log.retention.ms", int, None),
@@ -106,6 +107,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("log.cleaner.delete.retention.ms", int, 86400000, *at_least(0)),
     _k("log.cleaner.min.cleanable.ratio", float, 0.5, lambda v: 0 <= v <= 1, "must be in [0, 1]"),
     _k("log.cleaner.min.compaction.lag.ms", int, 0, *at_least(0)),
+    _k("log.cleaner.max.compaction.lag.ms", int, LONG_MAX, *at_least(1)),
+    _k("log.message.timestamp.before.max.ms", int, LONG_MAX, *at_least(0)),
+    _k("log.message.timestamp.after.max.ms", int, 3600000, *at_least(0)),
     _k("log.message.timestamp.type", str, "CreateTime", *one_of("CreateTime", "LogAppendTime")),
     _k("message.max.bytes", int, 1048588, *at_least(0)),
     _k("request.timeout.ms", int, 30000, *at_least(0)),
@@ -157,7 +161,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("unclean.leader.election.enable", _bool, False),
     _k("metrics.listener", str, "127.0.0.1:9404"),
     # Test-only fault points (comma list), e.g. txn.markers.pause holds transaction markers.
-    _k("test.fault.points", str, ""),
+    _k("test.fault.points", str, "", internal=True),
     _k("log.format", str, "console", *one_of("console", "json")),
 ]}
 
@@ -364,6 +368,23 @@ def parse_listener_spec(spec: str, key: str) -> ListenerSpec:
         raise ConfigError(f"Invalid value {spec!r} for configuration {key}: bad port") from None
 
 
+def type_name(key: Key) -> str:
+    """Kafka's ConfigDef type of a key, from its parser and name."""
+    if key.parse is int:
+        return "LONG" if key.name.endswith((".ms", ".bytes", ".messages")) else "INT"
+    if key.parse is float:
+        return "DOUBLE"
+    return "STRING" if key.parse is str else "BOOLEAN"
+
+
+def _parse_problem(key: Key, exc: ValueError) -> str:
+    """Kafka's wording for a value of the wrong type (not Python's int() message)."""
+    kind = type_name(key)
+    if kind in ("INT", "LONG", "DOUBLE"):
+        return f"Not a number of type {kind}"
+    return str(exc)
+
+
 def load_config(properties: dict[str, str], *, strict: bool = False,
                 single_node_defaults: bool = True) -> BrokerConfig:
     # A cluster (an etcd metadata store) gets Kafka's own defaults: internal topics RF 3, min ISR 2.
@@ -385,7 +406,8 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
         try:
             value = key.parse(raw) if raw.strip() != "" or key.parse is str else None
         except ValueError as exc:
-            raise ConfigError(f"Invalid value {raw!r} for configuration {name}: {exc}") from None
+            raise ConfigError(f"Invalid value {raw!r} for configuration {name}: "
+                              f"{_parse_problem(key, exc)}") from None
         if key.check is not None and value is not None and not key.check(value):
             raise ConfigError(f"Invalid value {raw!r} for configuration {name}: {key.requirement}")
         values[name] = value

@@ -15,10 +15,13 @@ __all__ = ["ErrorCode", "KafkaError", "InvalidRequest"]
 class KafkaError(Exception):
     """A failure that maps to one Kafka error code in a response."""
 
-    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str | None = None,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+        # KIP-467: (batch index, message) of each refused record, sent with Produce v8+.
+        self.record_errors = record_errors or []
 
 
 class InvalidRequest(Exception):

@@ -45,7 +45,8 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
                             throttle_time_ms: int = 0,
                             node_endpoints: list[tuple[int, str, int, str | None]] | None = None) -> bytes:
     """``topics``: [(name, [(index, error_code, base_offset, log_append_time, log_start_offset,
-    error_message | None[, (current_leader_id, current_leader_epoch)])])]. From v10 a
+    error_message | None, record_errors [(batch_index, message)][, (current_leader_id,
+    current_leader_epoch)])])]. From v10 a
     partition's current leader and the ``node_endpoints`` of those leaders are tagged fields
     (KIP-951), written only when given."""
     flex = is_flexible(0, version)
@@ -53,12 +54,14 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
     for name, parts in topics:
         out.append(_string(name, flex))
         out.append(_array_len(len(parts), flex))
-        for index, error, base_offset, append_time, log_start, message, *leader in parts:
+        for index, error, base_offset, append_time, log_start, message, record_errors, *leader in parts:
             out.append(_PRODUCE_PART.pack(index, error, base_offset, append_time))
             if version >= 5:
                 out.append(_i64(log_start))
             if version >= 8:
-                out.append(_array_len(0, flex))  # record_errors
+                out.append(_array_len(len(record_errors), flex))
+                for batch_index, reason in record_errors:
+                    out.append(_i32(batch_index) + _string(reason, flex) + (b"\x00" if flex else b""))
                 out.append(_string(message, flex))
             if flex:
                 if version >= 10 and leader and leader[0] is not None:

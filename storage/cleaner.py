@@ -305,8 +305,22 @@ class LogCleaner:
                 clean_bytes += s.size
         plan = _Plan(first_dirty, count, clean_bytes, dirty_bytes, False)
         plan.due = ((dirty_bytes > 0 and plan.ratio >= cfg.min_cleanable_dirty_ratio)
-                    or (horizon is not None and horizon <= now))
+                    or (horizon is not None and horizon <= now)
+                    or self._max_lag_exceeded(segs[:count], first_dirty, cfg, now))
         return plan
+
+    @staticmethod
+    def _max_lag_exceeded(segs, first_dirty: int, cfg, now: int) -> bool:
+        """max.compaction.lag.ms: a log whose oldest dirty record is older than the lag is cleaned
+        whatever its dirty ratio (Kafka's LogCleanerManager), judged by the first dirty segment's
+        first time-index entry (the first batch's timestamp)."""
+        if cfg.max_compaction_lag_ms >= (1 << 63) - 1:
+            return False
+        dirty = next((seg for seg in segs if seg.next_offset > first_dirty), None)
+        if dirty is None:
+            return False
+        first_ts = dirty.time_stamps[0] if dirty.time_stamps else dirty.max_timestamp
+        return 0 <= first_ts <= now - cfg.max_compaction_lag_ms
 
     def dirty_ratio(self, lg: Log) -> float:
         plan = self._plan(lg, self.time_ms())

@@ -29,6 +29,8 @@ from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from .segment import Segment
 from .txn_index import AbortedTxn, AbortedTxnList, append_entry, read_index, rewrite_index
 
+LONG_MAX = (1 << 63) - 1
+
 log = structlog.get_logger("storage.log")
 
 LATEST_TIMESTAMP = -1
@@ -47,12 +49,15 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    message_timestamp_before_max_ms: int = (1 << 63) - 1
+    message_timestamp_after_max_ms: int = 3_600_000
     cleanup_policy: str = "delete"
     flush_interval_messages: int = (1 << 63) - 1
     flush_interval_ms: int = (1 << 63) - 1
     delete_retention_ms: int = 86_400_000
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = (1 << 63) - 1
     producer_id_expiration_ms: int = 86_400_000
 
     def with_overrides(self, **kwargs) -> LogConfig:
@@ -82,6 +87,22 @@ class RecoveryReport:
     segments_scanned: int
     bytes_truncated: int
     truncated_at: int
+
+
+def _java_long(v: int) -> int:
+    """Wrap as Java's long arithmetic does (Kafka prints now - Long.MAX_VALUE wrapped)."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _record_validation_error(errors: list[tuple[int, str]], bad_timestamp: bool) -> KafkaError:
+    """Kafka's LogValidator.processRecordErrors: one error for the batch, naming its records."""
+    if bad_timestamp:
+        return KafkaError(ErrorCode.invalid_timestamp,
+                          "One or more records have been rejected due to invalid timestamp", errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    return KafkaError(ErrorCode.invalid_record,
+                      f"One or more records have been rejected due to {len(errors)} record errors "
+                      f"in total, and only showing the first three errors at most: [{shown}]", errors)
 
 
 class Log:
@@ -250,20 +271,59 @@ class Log:
             raise KafkaError(ErrorCode.message_too_large,
                              f"batch of {header.size} bytes exceeds max.message.bytes "
                              f"{self.config.max_message_bytes}")
-        if self.config.compact:
-            self._check_keys(data, pos, header)
+        self._check_records(data, pos, header)
         return header
 
-    def _check_keys(self, data, pos: int, header: rb.BatchHeader) -> None:
-        """A compacted topic refuses keyless records (decodes the batch, as Kafka does)."""
+    def _check_records(self, data, pos: int, header: rb.BatchHeader) -> None:
+        """Kafka's LogValidator record checks: a compacted topic refuses keyless records and a
+        CreateTime timestamp must lie within message.timestamp.before/after.max.ms of now. Every
+        refused record is named (KIP-467) and the batch is refused as a whole. The records are
+        decoded only when a check can fail, so the common produce path stays header-only."""
+        if not self._records_may_fail(header):
+            return
         try:
             _, records = rb.decode_records(memoryview(data)[pos : pos + header.size])
         except rb.CorruptRecord as exc:
             raise KafkaError(ErrorCode.corrupt_message, str(exc)) from None
-        if any(r.key is None for r in records):
-            raise KafkaError(ErrorCode.invalid_record,
-                             "Compacted topic cannot accept message without key in topic "
-                             f"partition {self.topic}-{self.partition}.")
+        now = int(time.time() * 1000)
+        errors: list[tuple[int, str]] = []
+        bad_timestamp = False
+        for index, record in enumerate(records):
+            problem = self._key_problem(record) or self._timestamp_problem(header, record, now)
+            if problem:
+                errors.append((index, problem))
+                bad_timestamp |= problem.startswith(("Timestamp", "Invalid timestamp"))
+        if errors:
+            raise _record_validation_error(errors, bad_timestamp)
+
+    def _records_may_fail(self, header: rb.BatchHeader) -> bool:
+        cfg = self.config
+        return (cfg.compact or bool(header.attributes & rb.ATTR_LOG_APPEND_TIME)
+                or (cfg.message_timestamp_type == "CreateTime"
+                    and (cfg.message_timestamp_before_max_ms < LONG_MAX
+                         or header.max_timestamp > time.time() * 1000 + cfg.message_timestamp_after_max_ms)))
+
+    def _key_problem(self, record: rb.Record) -> str | None:
+        if self.config.compact and record.key is None:
+            return ("Compacted topic cannot accept message without key in topic partition "
+                    f"{self.topic}-{self.partition}")
+        return None
+
+    def _timestamp_problem(self, header: rb.BatchHeader, record: rb.Record, now: int) -> str | None:
+        cfg = self.config
+        if cfg.message_timestamp_type == "CreateTime" and record.timestamp != rb.NO_TIMESTAMP:
+            low = _java_long(now - cfg.message_timestamp_before_max_ms)
+            high = _java_long(now + cfg.message_timestamp_after_max_ms)
+            if not low <= record.timestamp <= high:
+                return (f"Timestamp {record.timestamp} of message with offset {record.offset} is out "
+                        f"of range. The timestamp should be within [{low}, {high}]")
+        elif header.attributes & rb.ATTR_LOG_APPEND_TIME:
+            key = 0 if record.key is None else len(record.key)
+            value = 0 if record.value is None else len(record.value)
+            return (f"Invalid timestamp type in message DefaultRecord(offset={record.offset}, "
+                    f"timestamp={record.timestamp}, key={key} bytes, value={value} bytes). "
+                    "Producer should not set timestamp type to LogAppendTime.")
+        return None
 
     def append_as_leader(self, data: bytes, leader_epoch: int, *, client: bool = True,
                          now_ms: int | None = None) -> AppendInfo:

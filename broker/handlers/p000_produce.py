@@ -27,7 +27,8 @@ Behavior:
   refused with UNSUPPORTED_VERSION per partition, as Kafka 4.x does.
 
 Version notes:
-- v3 transactional id, magic 2; v5 log start offset; v7 zstd; v8 record errors and message;
+- v3 transactional id, magic 2; v5 log start offset; v7 zstd; v8 record errors (KIP-467: each refused record's batch index and reason; the
+  batch is refused as a whole) and error message;
   v9 flexible; v10-11 current leader and node endpoints tagged fields (KIP-951), sent with
   NOT_LEADER_OR_FOLLOWER.
 """
@@ -60,7 +61,7 @@ async def handle_produce(ctx: RequestContext, request):
     for topic in request.topic_data:
         parts = []
         for pd in topic.partition_data:
-            error, base_offset, append_time, log_start, message = 0, -1, -1, -1, None
+            error, base_offset, append_time, log_start, message, record_errors = 0, -1, -1, -1, None, []
             try:
                 if acks not in VALID_ACKS:
                     raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
@@ -78,14 +79,17 @@ async def handle_produce(ctx: RequestContext, request):
                     if waiter is not None:
                         delayed.append((parts, len(parts), waiter))
             except KafkaError as exc:
-                error, message = int(exc.code), exc.message
+                error, message, record_errors = int(exc.code), exc.message, exc.record_errors
+                if record_errors:  # Kafka's processFailedRecord answers the log start offset
+                    log_start = rm.get(topic.name, pd.index).log.log_start_offset
                 any_error = True
                 ctx.services.metrics.errors.labels("Produce", exc.code.name).inc()
                 leader = _current_leader(ctx, topic.name, pd.index, exc.code)
                 if leader is not None:
-                    parts.append((pd.index, error, base_offset, append_time, log_start, message, leader))
+                    parts.append((pd.index, error, base_offset, append_time, log_start, message,
+                                  record_errors, leader))
                     continue
-            parts.append((pd.index, error, base_offset, append_time, log_start, message))
+            parts.append((pd.index, error, base_offset, append_time, log_start, message, record_errors))
         results.append((topic.name, parts))
     if flush_targets:
         await rm.flush(flush_targets)
@@ -107,7 +111,7 @@ def _current_leader(ctx: RequestContext, topic: str, index: int, code) -> tuple[
 
 
 def _leader_endpoints(ctx: RequestContext, results: list) -> list | None:
-    leaders = {p[6][0] for _, parts in results for p in parts if len(p) > 6}
+    leaders = {p[7][0] for _, parts in results for p in parts if len(p) > 7}
     if not leaders:
         return None
     return [b for b in ctx.services.metadata.brokers_on(ctx.listener) if b[0] in leaders]
@@ -124,7 +128,7 @@ async def _await_replication(ctx: RequestContext, delayed: list, timeout_s: floa
             waiter.cancel()
         if code:
             index, _, _, _, log_start, *_ = parts[i]
-            parts[i] = (index, int(code), -1, -1, log_start, ErrorCode(code).name)
+            parts[i] = (index, int(code), -1, -1, log_start, ErrorCode(code).name, [])
             ctx.services.metrics.errors.labels("Produce", ErrorCode(code).name).inc()
 
 
@@ -187,7 +191,7 @@ def _whole_request_error(request, version: int, acks: int, code: ErrorCode):
     if acks == 0:
         raise CloseConnection(f"{code.name} on an acks=0 produce")
     return fast.encode_produce_response(version, [
-        (t.name, [(pd.index, int(code), -1, -1, -1, None) for pd in t.partition_data])
+        (t.name, [(pd.index, int(code), -1, -1, -1, None, []) for pd in t.partition_data])
         for t in request.topic_data])
 
 

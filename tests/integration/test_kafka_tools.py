@@ -337,6 +337,23 @@ def test_configs_describe_topic(bootstrap, topic):
     assert "retention.ms=123456" in res2.stdout, res2.stdout
 
 
+def test_topics_create_with_every_kind_of_topic_config(bootstrap, topic):
+    """kafka-topics --create --config with configs Kafka 4.x knows (max.compaction.lag.ms was
+    once refused here); a bad value is refused with Kafka's message on the command line."""
+    res = kafka("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                "--partitions", "1", "--config", "cleanup.policy=compact",
+                "--config", "max.compaction.lag.ms=600000", "--config", "segment.jitter.ms=100",
+                "--config", "message.timestamp.after.max.ms=60000")
+    assert f"Created topic {topic}." in res.stdout, res.stdout
+    out = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe",
+                "--entity-type", "topics", "--entity-name", topic).stdout
+    assert re.search(r"^\s+max\.compaction\.lag\.ms=600000 ", out, re.MULTILINE), out
+    bad = kafka("kafka-topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic + "-bad",
+                "--partitions", "1", "--config", "max.compaction.lag.ms=0", check=False)
+    assert bad.returncode != 0
+    assert "Invalid value 0 for configuration max.compaction.lag.ms: Value must be at least 1" in bad.stdout + bad.stderr
+
+
 def test_configs_describe_all_has_defaults(bootstrap, topic):
     create_topic(bootstrap, topic, 1)
     describe_until(bootstrap, topic, 1)

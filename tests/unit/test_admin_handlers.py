@@ -233,8 +233,14 @@ def test_incremental_alter_configs_topic_ops(b):
     assert b.metadata.topics["t"].configs == {"cleanup.policy": "delete,compact", "retention.bytes": "1024"}
     log_cfg = b.replica_manager.get("t", 0).log.config
     assert log_cfg.retention_bytes == 1024 and log_cfg.compact and log_cfg.segment_bytes == 1073741824
-    bad = alter_inc(b, [{"resource_type": TOPIC, "resource_name": "t", "configs": [
+    # SUBTRACT may empty the list: valid in Kafka 4.x (no deletion, no compaction).
+    emptied = alter_inc(b, [{"resource_type": TOPIC, "resource_name": "t", "configs": [
         {"name": "cleanup.policy", "config_operation": 3, "value": "delete,compact"}]}])
+    assert emptied[0].error_code == 0 and b.metadata.topics["t"].configs["cleanup.policy"] == ""
+    log_cfg = b.replica_manager.get("t", 0).log.config
+    assert not log_cfg.compact and not log_cfg.delete
+    bad = alter_inc(b, [{"resource_type": TOPIC, "resource_name": "t", "configs": [
+        {"name": "cleanup.policy", "config_operation": 2, "value": "archive"}]}])
     assert bad[0].error_code == ErrorCode.invalid_config and "cleanup.policy" in bad[0].error_message
     bad = alter_inc(b, [{"resource_type": TOPIC, "resource_name": "missing", "configs": [
         {"name": "retention.ms", "config_operation": 0, "value": "x"}]}])

@@ -191,6 +191,24 @@ def test_tombstone_kept_until_delete_retention_passes(log_dir):
     assert cleaner.prepare(lg) is None
 
 
+def test_max_compaction_lag_makes_a_barely_dirty_log_due(log_dir):
+    clock = Clock()
+    cleaner = LogCleaner(time_ms=clock)
+    lg = open_log(log_dir, min_cleanable_dirty_ratio=0.99, max_compaction_lag_ms=60_000)
+    append(lg, [(b"k%d" % i, b"v") for i in range(20)], ts=NOW)
+    lg.roll()
+    append(lg, [(b"k1", b"w")], ts=NOW + 1000)
+    cleaner.clean_now(lg)  # the first segment is clean now
+    lg.roll()
+    append(lg, [(b"z", b"z")], ts=NOW + 2000)
+    clock.t = NOW + 60_999
+    assert cleaner.prepare(lg) is None  # dirty ratio far below 0.99, lag not yet exceeded
+    clock.t = NOW + 61_000
+    assert cleaner.prepare(lg) is not None  # the oldest dirty record is max.compaction.lag.ms old
+    cleaner.clean_now(lg, force=False)
+    assert latest(records(lg))[b"k1"] == (20, b"w") and (1, b"k1", b"v") not in records(lg)
+
+
 def test_tombstone_in_same_pass_as_its_value_is_kept_first(log_dir):
     lg = open_log(log_dir, delete_retention_ms=0)
     append(lg, [(b"k", b"v")])

@@ -10,25 +10,28 @@ from protocol.codec import encode_body
 
 @pytest.mark.parametrize("version", range(3, 12))
 def test_produce_response_matches_kio(version):
-    parts = [(0, 0, 42, -1, 0, None), (3, 6, -1, -1, -1, "not the leader")]
-    ours = fast.encode_produce_response(version, [("orders", parts), ("t", [(1, 0, 7, 1700000000000, 5, None)])])
+    parts = [(0, 0, 42, -1, 0, None, []), (3, 6, -1, -1, -1, "not the leader", []),
+             (4, 87, -1, -1, 0, "One or more records...", [(0, "no key"), (2, "no key either")])]
+    ours = fast.encode_produce_response(version, [("orders", parts),
+                                                  ("t", [(1, 0, 7, 1700000000000, 5, None, [])])])
     kio = encode_body(0, version, {
         "responses": [
             {"name": "orders", "partition_responses": [
                 {"index": 0, "error_code": 0, "base_offset": 42, "log_append_time": -1,
                  "log_start_offset": 0, "error_message": None},
                 {"index": 3, "error_code": 6, "base_offset": -1, "log_append_time": -1,
-                 "log_start_offset": -1, "error_message": "not the leader"}]},
+                 "log_start_offset": -1, "error_message": "not the leader"},
+                {"index": 4, "error_code": 87, "base_offset": -1, "log_append_time": -1,
+                 "log_start_offset": 0, "error_message": "One or more records...",
+                 "record_errors": [{"batch_index": 0, "batch_index_error_message": "no key"},
+                                   {"batch_index": 2, "batch_index_error_message": "no key either"}]}]},
             {"name": "t", "partition_responses": [
                 {"index": 1, "error_code": 0, "base_offset": 7, "log_append_time": 1700000000000,
                  "log_start_offset": 5, "error_message": None}]},
         ],
         "throttle_time": 0,
     })
-    if version < 8:
-        # Before v8 there is no error message on the wire; kio drops it too.
-        pass
-    assert ours == kio
+    assert ours == kio  # before v8 neither the message nor the record errors are on the wire
 
 
 @pytest.mark.parametrize("version", range(4, 17))

@@ -58,10 +58,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(config) -> int:
+    from storage.log_manager import LogDirInUse
+
     from . import handlers  # noqa: F401  (registers every API)
     from .broker import Broker
 
-    broker = Broker(config)
+    try:
+        broker = Broker(config)
+    except LogDirInUse as exc:
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 2
     try:
         await broker.start()
     except OSError as exc:

@@ -84,7 +84,7 @@ class Broker:
         self._write_meta_properties()
         started = time.monotonic()
         log.info("log_recovery_started", log_dir=self.config.log_dir,
-                 clean_shutdown=self.log_manager.had_clean_shutdown,
+                 clean_shutdown=self.log_manager.had_clean_shutdown, new=self.log_manager.is_new,
                  partitions=len(self.log_manager.existing_partitions()))
         if self.clustered:
             await self._join_cluster(self._registration())

@@ -35,6 +35,8 @@ from storage.log_manager import LogManager
 from . import topic_config
 from .partition import Partition
 
+PROGRESS_INTERVAL_S = 2.0  # long start-ups report progress this often, not per partition
+
 log = structlog.get_logger("broker.replica_manager")
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -109,11 +111,16 @@ class ReplicaManager:
         from the authority (the embedded file, or a fresh etcd range read), so a directory it
         does not assign here is a stray and removed."""
         known = set()
-        for topic in self.metadata.topics.values():
-            for i, state in enumerate(topic.partitions):
-                if self.node_id in state.replicas or not self.clustered:
-                    self._open_partition(topic, i)
-                    known.add((topic.name, i))
+        assigned = [(topic, i) for topic in self.metadata.topics.values()
+                    for i, state in enumerate(topic.partitions)
+                    if self.node_id in state.replicas or not self.clustered]
+        last_report = time.monotonic()
+        for done, (topic, i) in enumerate(assigned, 1):
+            self._open_partition(topic, i)
+            known.add((topic.name, i))
+            if time.monotonic() - last_report >= PROGRESS_INTERVAL_S:
+                last_report = time.monotonic()
+                log.info("log_recovery_progress", partitions_opened=done, partitions=len(assigned))
         for orphan in set(self.log_manager.existing_partitions()) - known:
             log.warning("stray_partition_directory_removed", topic=orphan[0], partition=orphan[1],
                         reason="not assigned to this broker by the current metadata")

@@ -2,7 +2,9 @@
 
 Owns: creating, opening (with recovery), deleting and closing logs; the
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-``replication-offset-checkpoint`` files; the clean-shutdown marker; retention passes.
+``replication-offset-checkpoint`` files; the clean-shutdown marker; retention passes; the
+exclusive ``.lock`` on the directory (as Kafka takes it), held from construction to ``close``,
+so a second broker on the same directory refuses to start instead of sharing it.
 
 Differs from Kafka: one log directory is used (the first of ``log.dirs``); a deleted
 partition's directory is renamed ``<topic>-<p>.<uuid>-delete`` and removed in the background.
@@ -10,6 +12,7 @@ partition's directory is renamed ``<topic>-<p>.<uuid>-delete`` and removed in th
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -27,7 +30,28 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+class LogDirInUse(Exception):
+    """Another process holds the log directory's lock."""
+
+
+def lock_log_dir(log_dir: str) -> int:
+    """Take the directory's exclusive lock and write our pid in it; LogDirInUse naming the
+    holder's pid if another process has it. The lock goes with the process, even on kill -9."""
+    fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise LogDirInUse(f"log directory {os.path.abspath(log_dir)} is in use by another broker "
+                          f"(pid {holder}); stop it or give this one another log.dirs") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 class LogManager:
@@ -36,11 +60,14 @@ class LogManager:
         # Replicated: the high watermark is what the checkpoint says, not the log end offset.
         self.replicated = replicated
         os.makedirs(log_dir, exist_ok=True)
+        self._lock_fd: int | None = lock_log_dir(log_dir)
+        # A directory with nothing in it has nothing to recover: not an unclean shutdown.
+        self.is_new = not any(name != LOCK_FILE for name in os.listdir(log_dir))
         self.logs: dict[tuple[str, int], Log] = {}
         self._recovery_points = read_checkpoint(self._path(RECOVERY_POINT_FILE))
         self._log_starts = read_checkpoint(self._path(LOG_START_FILE))
         self._high_watermarks = read_checkpoint(self._path(HIGH_WATERMARK_FILE))
-        self.had_clean_shutdown = os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
+        self.had_clean_shutdown = self.is_new or os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
 
     def _path(self, name: str) -> str:
         return os.path.join(self.log_dir, name)
@@ -69,7 +96,9 @@ class LogManager:
                                 log_start_offset=self._log_starts.get(key, 0),
                                 high_watermark=self._high_watermarks.get(key, 0) if self.replicated else None)
         if report.segments_scanned or report.bytes_truncated:
-            log.info("log_loaded", topic=topic, partition=partition,
+            # One line per partition only when recovery cut something off; progress is reported
+            # by the caller (ReplicaManager.open_assigned).
+            (log.warning if report.bytes_truncated else log.debug)("log_loaded", topic=topic, partition=partition,
                      log_end_offset=plog.log_end_offset, segments_recovered=report.segments_scanned,
                      bytes_truncated=report.bytes_truncated,
                      ms=round((time.monotonic() - started) * 1000, 1))
@@ -115,3 +144,10 @@ class LogManager:
         self.checkpoint()
         with open(self._path(CLEAN_SHUTDOWN_FILE), "w"):
             pass
+        self.release()
+
+    def release(self) -> None:
+        """Give up the directory's lock (after close, or when start-up fails)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None

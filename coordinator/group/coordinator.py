@@ -57,6 +57,8 @@ from .metadata import (
 from .services import GroupServices
 from .state import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, now_ms
 
+LOAD_PROGRESS_INTERVAL_S = 2.0  # a long load reports progress this often, not per partition
+
 log = structlog.get_logger("coordinator.group")
 
 UNKNOWN_MEMBER_ID = ""
@@ -253,8 +255,13 @@ class GroupCoordinator:
         (log.debug if quiet else log.info)("group_metadata_load_started", topic=OFFSETS_TOPIC,
                                            partitions=len(partitions))
         total_groups = total_offsets = 0
+        last_report = started
         for done, (p, epoch) in enumerate(partitions, 1):
             t0 = time.monotonic()
+            if t0 - last_report >= LOAD_PROGRESS_INTERVAL_S:
+                last_report = t0
+                log.info("group_metadata_load_progress", topic=OFFSETS_TOPIC, partitions_loaded=done - 1,
+                         partitions=len(partitions), groups=total_groups, offsets=total_offsets)
             try:
                 plog = self.s.local_log(OFFSETS_TOPIC, p)
             except KeyError:
@@ -274,7 +281,7 @@ class GroupCoordinator:
             total_groups += groups
             total_offsets += offsets
             if loaded.records:
-                log.info("group_metadata_partition_loaded", topic=OFFSETS_TOPIC, partition=p, epoch=epoch,
+                log.debug("group_metadata_partition_loaded", topic=OFFSETS_TOPIC, partition=p, epoch=epoch,
                          records=loaded.records, end_offset=loaded.end_offset, groups=groups,
                          offsets=offsets, skipped=loaded.skipped, progress=f"{done}/{len(partitions)}",
                          seconds=round(time.monotonic() - t0, 3))

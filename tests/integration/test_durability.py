@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
 
 from confluent_kafka import Producer
 
 from protocol import records as rb
+from tests.support.broker_process import REPO, BrokerProcess
 from tests.support.clients import consume_all, create_topic
 
 
@@ -109,3 +111,35 @@ def test_clean_restart_keeps_everything(own_broker, topic_name):
     assert "log_truncated_on_recovery" not in b.output()
     got = consume_all(b.bootstrap, topic_name, 2, expected=1000, timeout=20)
     assert {m.value(): (m.partition(), m.offset()) for m in got} == acked
+
+
+def test_a_second_broker_on_the_same_log_dir_refuses_to_start(own_broker, topic_name):
+    """Kafka locks each log dir (``.lock``); a second broker names the directory and the holder."""
+    first = own_broker()
+    create_topic(first.bootstrap, topic_name)
+    second = BrokerProcess(first.log_dir)
+    res = subprocess.run(second.command(), cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    message = res.stderr.strip().splitlines()[-1]  # after the effective-config line
+    assert message == (f"kbroker: log directory {os.path.abspath(first.log_dir)} is in use by another "
+                       f"broker (pid {first.pid}); stop it or give this one another log.dirs"), res.stderr
+    assert not os.path.exists(os.path.join(first.log_dir, ".kafka_cleanshutdown"))
+    assert first.is_alive()
+    produce_and_count(first.bootstrap, topic_name, 10)
+    first.stop()
+    assert os.path.exists(os.path.join(first.log_dir, ".kafka_cleanshutdown"))
+    first.start()  # the lock went with the first process
+    produce_and_count(first.bootstrap, topic_name, 10, expected=20)
+
+
+def produce_and_count(bootstrap: str, topic: str, n: int, expected: int | None = None) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i)
+    assert p.flush(30) == 0
+    assert len(consume_all(bootstrap, topic, 1, expected or n)) == (expected or n)
+
+
+def test_a_new_log_dir_is_not_an_unclean_shutdown(own_broker):
+    b = own_broker()
+    assert "clean_shutdown=True" in b.output() and "new=True" in b.output()

@@ -18,8 +18,12 @@ def test_single_node_defaults_apply():
 
 
 def test_bad_value_names_the_key():
-    with pytest.raises(ConfigError, match="num.partitions"):
+    with pytest.raises(ConfigError) as bad:
         load_config({"num.partitions": "zero"})
+    # Kafka's wording, not Python's int() message
+    assert str(bad.value) == "Invalid value 'zero' for configuration num.partitions: Not a number of type INT"
+    with pytest.raises(ConfigError, match="log.retention.ms: Not a number of type LONG"):
+        load_config({"log.retention.ms": "1h"})
     with pytest.raises(ConfigError, match="log.segment.bytes"):
         load_config({"log.segment.bytes": "3"})
 

@@ -8,9 +8,16 @@ PYTEST_ARGS ?=
 
 .PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos compat compat-fast clean pipeline-setup pipeline-demo pipeline-bench
 
-$(STAMP): pyproject.toml
+RUN_STAMP := $(VENV)/.run-installed
+
+# The broker alone (make run); the test and dev extras come with make install / make test.
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(PY) -m pip install -q -e '.[test,dev]'
 	touch $(STAMP)
 
@@ -52,11 +59,11 @@ pipeline-demo: pipeline-setup
 pipeline-bench: pipeline-setup
 	$(PY) bench/pipeline_bench.py $(ARGS)
 
-run: install
+run: $(RUN_STAMP)
 	$(PY) -m broker $(ARGS)
 
 # Three brokers and etcd on loopback (ports 9092-9094); Ctrl-C stops them all.
-cluster: install etcd
+cluster: $(RUN_STAMP) etcd
 	$(PY) -m broker.devcluster --nodes 3 --data-dir kbroker-cluster $(ARGS)
 
 # The same three brokers and etcd in docker-compose, published on 127.0.0.1:19092-19094.

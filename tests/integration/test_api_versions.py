@@ -1,7 +1,7 @@
 """The versions added to reach Apache Kafka 4.3.1's ranges, over a real socket, pinned to the
 answers a real Kafka 4.3.1 broker gives to the same raw requests (every test but the
 follower one also passes against ``compat/kafka/kraft.py``): Produce 12-13, Fetch 17-18,
-ListOffsets 8-11, Metadata 13, FindCoordinator 6."""
+ListOffsets 8-11, Metadata 13, FindCoordinator 6, DescribeLogDirs 5."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.support.clients import create_topic
 from tests.support.raw import RawClient
 
 # What Kafka 4.3.1 advertises for the APIs this branch raised (ApiVersions v3, KRaft broker).
-KAFKA_4_3_RANGES = {0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 10: (0, 6)}
+KAFKA_4_3_RANGES = {0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 10: (0, 6), 35: (1, 5)}
 
 
 @pytest.fixture
@@ -196,3 +196,24 @@ def test_find_coordinator_v6_share_key_type_is_invalid_request(broker):
             time.sleep(0.1)
             group = c.call(10, 6, {"key_type": 0, "coordinator_keys": ["g1"]})
         assert group.coordinators[0].error_code == ErrorCode.none and group.coordinators[0].node_id >= 0
+
+
+def test_describe_log_dirs_v5_is_not_cordoned(broker, topic):
+    with RawClient(broker.bootstrap) as c:
+        resp = c.call(35, 5, {"topics": [{"topic": topic, "partitions": [0]}]})
+    assert resp.error_code == ErrorCode.none
+    [result] = resp.results
+    assert (result.error_code, result.is_cordoned) == (ErrorCode.none, False)
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [(topic, [0])]
+
+
+def test_kafka_python_infers_kafka_4_3(broker):
+    """kafka-python guesses the broker's release from ApiVersions; DescribeLogDirs v5 and
+    ListOffsets v11 are its markers for 4.3 and 4.2 (before this branch it guessed 3.8)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert admin._client.check_version() == (4, 3)
+    finally:
+        admin.close()

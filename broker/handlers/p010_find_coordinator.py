@@ -10,9 +10,11 @@ Behavior:
   reachable leader. As in Kafka, the answer does not wait for the partition to be loaded
   (InitProducerId and the others answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), and an
   empty transactional id is an ordinary key.
-- key_type 2 (share group, "group:topicId:partition"): INVALID_REQUEST, which is what Kafka
-  4.3 answers while share groups are not enabled (and at every version, since older ones
-  cannot ask for it); this broker has no share groups.
+- key_type 2 (share group, "groupId:topicId:partition"): INVALID_REQUEST. Kafka 4.3.1 answers
+  that below v6 and for a malformed key; for a well-formed key at v6 it names its share
+  coordinator (the ``__share_group_state`` partition's leader). This broker has no share
+  coordinator and serves none of the share-group APIs, so it answers the non-retriable
+  INVALID_REQUEST rather than a coordinator error a client would retry forever.
 - Any other key type: INVALID_REQUEST.
 
 Version notes:
@@ -52,7 +54,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     elif key_type == TRANSACTION:
         code, node_id = broker.txn_coordinator.coordinator_node(key)
     elif key_type == SHARE:
-        code = ErrorCode.invalid_request  # no share groups: Kafka's answer while they are disabled
+        code = ErrorCode.invalid_request  # no share coordinator here (see the module docstring)
     else:
         code = ErrorCode.invalid_request
     if not code:

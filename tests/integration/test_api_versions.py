@@ -185,6 +185,8 @@ def test_metadata_v13_top_level_error_code(broker, topic):
 
 
 def test_find_coordinator_v6_share_key_type_is_invalid_request(broker):
+    """No share coordinator here: INVALID_REQUEST for every share key (Kafka 4.3.1 answers so
+    for these malformed ones, whose topic id is not in Kafka's base64 form)."""
     with RawClient(broker.bootstrap) as c:
         share = c.call(10, 6, {"key_type": 2, "coordinator_keys": [f"g:{uuid.uuid4()}:0", "garbage"]})
         assert [(k.error_code, k.node_id, k.host, k.port) for k in share.coordinators] == \

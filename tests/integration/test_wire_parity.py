@@ -206,3 +206,19 @@ def _metadata_v13_outcome(bootstrap: str) -> tuple:
 
 def test_metadata_v13_matches_apache_kafka(ours, apache_kafka):
     assert _metadata_v13_outcome(ours) == _metadata_v13_outcome(apache_kafka)
+
+
+def _fetch_by_id_outcome(bootstrap: str, version: int, topic_id) -> tuple:
+    with RawClient(bootstrap) as c:
+        resp = c.call(1, version, {
+            "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "session_id": 0, "session_epoch": -1,
+            "forgotten_topics_data": [], "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "partition_max_bytes": 1024}]}]})
+    return resp.error_code.name, [(t.topic_id == topic_id, [p.error_code.name for p in t.partitions])
+                                  for t in resp.responses]
+
+
+@pytest.mark.parametrize("version", [13, 16, 17, 18])
+@pytest.mark.parametrize("topic_id", [uuid.UUID(int=0x1234), None], ids=["unknown", "zero"])
+def test_fetch_unknown_topic_id_matches_apache_kafka(version, topic_id, ours, apache_kafka):
+    assert _fetch_by_id_outcome(ours, version, topic_id) == _fetch_by_id_outcome(apache_kafka, version, topic_id)

@@ -11,6 +11,8 @@ Behavior:
 - A special timestamp sent below the version that introduced it (-3 v7, -4 v8, -5 v9, -6
   v11), and any other negative timestamp, gets UNSUPPORTED_VERSION for that partition, as
   Kafka 4.3 answers.
+- The leader epoch answered with -2 and -4 is the epoch of the record at the log start offset
+  (from the leader-epoch cache, as Kafka), with any other timestamp the current leader epoch.
 - An older client leader epoch gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
 
 Version notes:
@@ -77,9 +79,10 @@ def _list_offset(ctx: RequestContext, topic: str, p, isolation: int) -> dict:
         return _not_found(p.partition_index)
     plog = part.log
     limit = plog.last_stable_offset if isolation == READ_COMMITTED else plog.high_watermark
-    found_ts, offset = -1, -1
+    found_ts, offset, epoch = -1, -1, part.leader_epoch
     if ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         offset = plog.log_start_offset
+        epoch = plog.leader_epochs.epoch_for_offset(offset)
     elif ts == LATEST_TIMESTAMP:
         offset = limit
     elif ts == MAX_TIMESTAMP:
@@ -91,4 +94,4 @@ def _list_offset(ctx: RequestContext, topic: str, p, isolation: int) -> dict:
         if hit:
             offset, found_ts = hit
     return {"partition_index": p.partition_index, "error_code": 0, "timestamp": found_ts,
-            "offset": offset, "leader_epoch": part.leader_epoch}
+            "offset": offset, "leader_epoch": epoch}

@@ -219,3 +219,19 @@ def test_kafka_python_infers_kafka_4_3(broker):
         assert admin._client.check_version() == (4, 3)
     finally:
         admin.close()
+
+
+def test_list_offsets_earliest_answers_the_epoch_of_the_first_record(own_broker, topic_name):
+    """After a restart (a new leader epoch) -2 and -4 answer the epoch the log start offset was
+    written in, -1 the current one (Kafka's fetchOffsetByTimestamp)."""
+    b = own_broker()
+    create_topic(b.bootstrap, topic_name, 1)
+    with RawClient(b.bootstrap) as c:
+        produce_by_id(c, topic_id(c, topic_name), batch())
+        first_epoch = list_offset(c, topic_name, 11, -2)[3]
+    b.restart()
+    with RawClient(b.bootstrap) as c:
+        assert list_offset(c, topic_name, 11, -2) == (0, 0, -1, first_epoch)
+        assert list_offset(c, topic_name, 11, -4) == (0, 0, -1, first_epoch)
+        error, offset, _, current_epoch = list_offset(c, topic_name, 11, -1)
+        assert (error, offset) == (0, 1) and current_epoch > first_epoch

@@ -222,3 +222,19 @@ def _fetch_by_id_outcome(bootstrap: str, version: int, topic_id) -> tuple:
 @pytest.mark.parametrize("topic_id", [uuid.UUID(int=0x1234), None], ids=["unknown", "zero"])
 def test_fetch_unknown_topic_id_matches_apache_kafka(version, topic_id, ours, apache_kafka):
     assert _fetch_by_id_outcome(ours, version, topic_id) == _fetch_by_id_outcome(apache_kafka, version, topic_id)
+
+
+def _list_offsets_missing_topic(bootstrap: str) -> list:
+    """Which comes first, the unknown topic or the timestamp the version does not allow."""
+    out = []
+    with RawClient(bootstrap) as c:
+        for version, ts in ((7, -4), (8, -4), (11, -7), (11, -5)):
+            resp = c.call(2, version, {"replica_id": -1, "isolation_level": 0, "timeout": 1000,
+                                       "topics": [{"name": "wire-parity-missing", "partitions": [
+                                           {"partition_index": 0, "current_leader_epoch": -1, "timestamp": ts}]}]})
+            out.append((version, ts, resp.topics[0].partitions[0].error_code.name))
+    return out
+
+
+def test_list_offsets_on_a_missing_topic_matches_apache_kafka(ours, apache_kafka):
+    assert _list_offsets_missing_topic(ours) == _list_offsets_missing_topic(apache_kafka)

@@ -28,7 +28,11 @@ Version notes:
 - v17 adds the follower's ``replica_directory_id`` (KIP-853, tagged): ignored, each broker
   has one log directory and consumers never send it.
 - v18 adds the follower's ``high_watermark`` (KIP-1166, tagged; default int64 max, "not
-  supported", and -1 "unknown"): see the last behavior. Responses are unchanged in both.
+  supported", and -1 "unknown"): see the last behavior, which is the rule Kafka 4.3.1's
+  KafkaRaftClient applies to metadata-log fetches (complete when the request's high watermark
+  is below its own). Kafka's partition replication ignores the field and would long-poll;
+  the answer's content is the same, only sooner. Our own followers send v12. Responses are
+  unchanged in v17 and v18.
 """
 
 import time

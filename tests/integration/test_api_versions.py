@@ -119,7 +119,8 @@ def test_consumer_fetch_v17_v18(broker, topic, version):
 
 def test_fetch_v18_follower_behind_the_high_watermark_is_not_parked(broker, topic):
     """KIP-1166: a follower whose high watermark is behind ours is answered at once; one that
-    is current (or does not say) long-polls for data as before. (Replica id 99 is no replica:
+    is current (or does not say) long-polls for data as before. (Kafka 4.3.1 applies this rule
+    to KRaft metadata fetches only; see p001_fetch.) (Replica id 99 is no replica:
     Kafka would refuse it with NOT_LEADER_OR_FOLLOWER, this broker serves it as a follower,
     which is what lets a single broker show the long-poll decision.)"""
     with RawClient(broker.bootstrap, timeout=15) as c:

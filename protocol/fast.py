@@ -12,6 +12,7 @@ import struct
 import uuid
 
 from .api import is_flexible
+from .codec import ZERO_UUID
 from .codec import read_uvarint as _read_uvarint
 
 _i16 = struct.Struct(">h").pack
@@ -41,18 +42,19 @@ def _string(s: str | None, flexible: bool) -> bytes:
     return (uvarint(len(b) + 1) if flexible else _i16(len(b))) + b
 
 
-def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
+def encode_produce_response(version: int, topics: list[tuple[str | uuid.UUID | None, list[tuple]]],
                             throttle_time_ms: int = 0,
                             node_endpoints: list[tuple[int, str, int, str | None]] | None = None) -> bytes:
-    """``topics``: [(name, [(index, error_code, base_offset, log_append_time, log_start_offset,
+    """``topics``: [(topic, [(index, error_code, base_offset, log_append_time, log_start_offset,
     error_message | None, record_errors [(batch_index, message)][, (current_leader_id,
-    current_leader_epoch)])])]. From v10 a
+    current_leader_epoch)])])], where ``topic`` is the name, or from v13 the topic id (KIP-516;
+    None is the zero id). From v10 a
     partition's current leader and the ``node_endpoints`` of those leaders are tagged fields
     (KIP-951), written only when given."""
     flex = is_flexible(0, version)
     out = [_array_len(len(topics), flex)]
-    for name, parts in topics:
-        out.append(_string(name, flex))
+    for topic, parts in topics:
+        out.append(_topic_id(topic) if version >= 13 else _string(topic, flex))
         out.append(_array_len(len(parts), flex))
         for index, error, base_offset, append_time, log_start, message, record_errors, *leader in parts:
             out.append(_PRODUCE_PART.pack(index, error, base_offset, append_time))
@@ -82,6 +84,10 @@ def encode_produce_response(version: int, topics: list[tuple[str, list[tuple]]],
     return b"".join(out)
 
 
+def _topic_id(topic_id: uuid.UUID | None) -> bytes:
+    return (topic_id or ZERO_UUID).bytes
+
+
 def encode_fetch_response(version: int, error_code: int, session_id: int,
                           topics: list[tuple[str, uuid.UUID, list[tuple]]],
                           throttle_time_ms: int = 0) -> bytes:
@@ -96,7 +102,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
         out.append(_i32(session_id))
     out.append(_array_len(len(topics), flex))
     for name, topic_id, parts in topics:
-        out.append(topic_id.bytes if version >= 13 else _string(name, flex))
+        out.append(_topic_id(topic_id) if version >= 13 else _string(name, flex))
         out.append(_array_len(len(parts), flex))
         for index, error, hw, lso, log_start, aborted, records, *extra in parts:
             out.append(_FETCH_PART.pack(index, error, hw, lso))
@@ -146,9 +152,10 @@ def _int32_array(values: list[int], flexible: bool) -> bytes:
 
 def encode_metadata_response(version: int, brokers: list[tuple[int, str, int, str | None]],
                              cluster_id: str | None, controller_id: int,
-                             topics: list[tuple], throttle_time_ms: int = 0) -> bytes:
+                             topics: list[tuple], throttle_time_ms: int = 0, error_code: int = 0) -> bytes:
     """``topics``: [(error_code, name, topic_id, is_internal, partitions)] with partitions
-    [(error_code, index, leader, leader_epoch, replicas, isr, offline)]."""
+    [(error_code, index, leader, leader_epoch, replicas, isr, offline)]; ``error_code`` is the
+    top-level one of v13+ (KIP-1102: REBOOTSTRAP_REQUIRED tells the client to rebootstrap)."""
     flex = version >= 9
     tag = b"\x00" if flex else b""
     out = [_i32(throttle_time_ms)] if version >= 3 else []
@@ -183,6 +190,8 @@ def encode_metadata_response(version: int, brokers: list[tuple[int, str, int, st
         out.append(tag)
     if 8 <= version <= 10:
         out.append(_i32(-2147483648))
+    if version >= 13:
+        out.append(_i16(error_code))
     out.append(tag)
     return b"".join(out)
 

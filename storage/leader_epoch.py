@@ -65,6 +65,12 @@ class LeaderEpochCache:
         if changed:
             self._save()
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch the record at ``offset`` belongs to: the last one starting at or before
+        it, or -1 when every epoch starts after it (Kafka's epochForOffset)."""
+        i = bisect.bisect_right(self.start_offsets, offset)
+        return self.epochs[i - 1] if i else UNDEFINED_EPOCH
+
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         if requested_epoch == UNDEFINED_EPOCH or not self.epochs:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET

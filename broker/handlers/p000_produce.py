@@ -1,4 +1,4 @@
-"""Produce: v0-11 advertised, v3-11 served
+"""Produce: v0-13 advertised, v3-13 served
 
 Behavior:
 - Appends each partition's record batch with the leader's epoch stamped in, offsets assigned
@@ -25,12 +25,21 @@ Behavior:
   the group-committed fsync.
 - v0-2 are advertised (librdkafka enables gzip/snappy only when v0 is in the range) but
   refused with UNSUPPORTED_VERSION per partition, as Kafka 4.x does.
+- v13 names topics by id (KIP-516): an id no topic has (the zero id included) gets
+  UNKNOWN_TOPIC_ID for each of its partitions, and the response answers by id.
 
 Version notes:
-- v3 transactional id, magic 2; v5 log start offset; v7 zstd; v8 record errors (KIP-467: each refused record's batch index and reason; the
-  batch is refused as a whole) and error message;
+- v3 transactional id, magic 2; v5 log start offset; v7 zstd; v8 record errors (KIP-467:
+  each refused record's batch index and reason; the batch is refused as a whole) and message;
   v9 flexible; v10-11 current leader and node endpoints tagged fields (KIP-951), sent with
-  NOT_LEADER_OR_FOLLOWER.
+  NOT_LEADER_OR_FOLLOWER; v11 TRANSACTION_ABORTABLE (KIP-890).
+- v12 is v11's layout; it tells a transaction-version-2 broker that the produce may add the
+  partition to the transaction implicitly (KIP-890 part 2). We finalize no
+  ``transaction.version``, so the Java client keeps transactional produces at v11
+  (``ProduceRequest.builder(data, useTransactionV1Version)``); a v12 transactional batch is
+  verified like a v11 one (the partition must already be in the transaction).
+- v13 topic ids instead of names (KIP-516), as Fetch v13+. The Java 4.x producer uses it
+  whenever its metadata has the topic's id.
 """
 
 import asyncio
@@ -53,44 +62,47 @@ async def handle_produce(ctx: RequestContext, request):
     if _has_transactional_batch(request) and request.transactional_id is None:
         # Kafka fails the whole request when transactional records come without an id.
         return _whole_request_error(request, version, acks, ErrorCode.transactional_id_authorization_failed)
-    verified = await _verify_transactional_partitions(ctx, request)
+    names = [_topic_name(ctx, topic, version) for topic in request.topic_data]
+    verified = await _verify_transactional_partitions(ctx, request, names)
     results = []
     flush_targets = []
     delayed = []
     any_error = False
-    for topic in request.topic_data:
+    for topic, name in zip(request.topic_data, names, strict=True):
         parts = []
         for pd in topic.partition_data:
             error, base_offset, append_time, log_start, message, record_errors = 0, -1, -1, -1, None, []
             try:
+                if name is None:
+                    raise KafkaError(ErrorCode.unknown_topic_id, None)
                 if acks not in VALID_ACKS:
                     raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
                 _check_single_batch(pd.records, version)
-                failed = verified.get((topic.name, pd.index))
+                failed = verified.get((name, pd.index))
                 if failed:
                     raise KafkaError(failed, "Record was not part of an ongoing transaction"
                                      if failed == ErrorCode.invalid_txn_state else None)
-                info = rm.append(topic.name, pd.index, pd.records, acks=acks)
+                info = rm.append(name, pd.index, pd.records, acks=acks)
                 base_offset, append_time, log_start = info.base_offset, info.log_append_time, info.log_start_offset
-                if rm.needs_flush(topic.name, pd.index):
-                    flush_targets.append(rm.get(topic.name, pd.index).log)
+                if rm.needs_flush(name, pd.index):
+                    flush_targets.append(rm.get(name, pd.index).log)
                 if acks == -1:
-                    waiter = rm.delayed_produce(topic.name, pd.index, info.last_offset + 1)
+                    waiter = rm.delayed_produce(name, pd.index, info.last_offset + 1)
                     if waiter is not None:
                         delayed.append((parts, len(parts), waiter))
             except KafkaError as exc:
                 error, message, record_errors = int(exc.code), exc.message, exc.record_errors
                 if record_errors:  # Kafka's processFailedRecord answers the log start offset
-                    log_start = rm.get(topic.name, pd.index).log.log_start_offset
+                    log_start = rm.get(name, pd.index).log.log_start_offset
                 any_error = True
                 ctx.services.metrics.errors.labels("Produce", exc.code.name).inc()
-                leader = _current_leader(ctx, topic.name, pd.index, exc.code)
+                leader = _current_leader(ctx, name, pd.index, exc.code)
                 if leader is not None:
                     parts.append((pd.index, error, base_offset, append_time, log_start, message,
                                   record_errors, leader))
                     continue
             parts.append((pd.index, error, base_offset, append_time, log_start, message, record_errors))
-        results.append((topic.name, parts))
+        results.append((_topic_key(topic, version), parts))
     if flush_targets:
         await rm.flush(flush_targets)
     if delayed:
@@ -102,9 +114,22 @@ async def handle_produce(ctx: RequestContext, request):
     return fast.encode_produce_response(version, results, node_endpoints=_leader_endpoints(ctx, results))
 
 
-def _current_leader(ctx: RequestContext, topic: str, index: int, code) -> tuple[int, int] | None:
+def _topic_name(ctx: RequestContext, topic, version: int) -> str | None:
+    """The topic's name; from v13 looked up by its id (None when no topic has that id)."""
+    if version < 13:
+        return topic.name
+    found = ctx.services.metadata.topic_by_id(topic.topic_id)
+    return found.name if found else None
+
+
+def _topic_key(topic, version: int):
+    """What the response names the topic by: the name, or from v13 the requested id."""
+    return topic.topic_id if version >= 13 else topic.name
+
+
+def _current_leader(ctx: RequestContext, topic: str | None, index: int, code) -> tuple[int, int] | None:
     """KIP-951: with NOT_LEADER_OR_FOLLOWER, where the partition is led now."""
-    if code != ErrorCode.not_leader_or_follower:
+    if code != ErrorCode.not_leader_or_follower or topic is None:
         return None
     state = ctx.services.metadata.partition(topic, index)
     return None if state is None or state.leader < 0 else (state.leader, state.leader_epoch)
@@ -173,7 +198,7 @@ def refuse_legacy_produce(frame: bytes, body_offset: int, version: int) -> bytes
     return b"".join(out)
 
 
-register(0, 0, 11, refused_below=3, legacy=refuse_legacy_produce)(handle_produce)
+register(0, 0, 13, refused_below=3, legacy=refuse_legacy_produce)(handle_produce)
 
 
 def _has_transactional_batch(request) -> bool:
@@ -191,11 +216,11 @@ def _whole_request_error(request, version: int, acks: int, code: ErrorCode):
     if acks == 0:
         raise CloseConnection(f"{code.name} on an acks=0 produce")
     return fast.encode_produce_response(version, [
-        (t.name, [(pd.index, int(code), -1, -1, -1, None, []) for pd in t.partition_data])
+        (_topic_key(t, version), [(pd.index, int(code), -1, -1, -1, None, []) for pd in t.partition_data])
         for t in request.topic_data])
 
 
-async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict:
+async def _verify_transactional_partitions(ctx: RequestContext, request, names: list[str | None]) -> dict:
     """KIP-890 part 1: before a producer's first transactional append to a partition, ask the
     transaction coordinator whether the partition is in its ongoing transaction.
 
@@ -213,9 +238,9 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
         return {}
     rm = broker.replica_manager
     pending: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    for topic in request.topic_data:
+    for topic, name in zip(request.topic_data, names, strict=True):
         for pd in topic.partition_data:
-            part = rm.partitions.get((topic.name, pd.index))
+            part = rm.partitions.get((name, pd.index))
             records = pd.records
             if part is None or not records or len(records) < rb.HEADER_SIZE:
                 continue
@@ -225,7 +250,7 @@ async def _verify_transactional_partitions(ctx: RequestContext, request) -> dict
                 continue
             if part.log.producer_state.needs_verification(header):
                 pending.setdefault((header.producer_id, header.producer_epoch), []).append(
-                    (topic.name, pd.index))
+                    (name, pd.index))
     failed = {}
     if not pending:
         return failed

@@ -1,4 +1,4 @@
-"""Fetch: v4-16
+"""Fetch: v4-18
 
 Behavior:
 - Returns whole record batches from each partition's fetch offset up to the high watermark
@@ -17,11 +17,22 @@ Behavior:
   position (which may advance the high watermark and expand the ISR) and, when its
   ``last_fetched_epoch`` ends below the fetch offset in our leader-epoch cache, answers with
   ``diverging_epoch`` and no records so the follower truncates (KIP-320).
+- A follower that tells its high watermark (v18) and is behind ours is answered at once
+  instead of long-polling, so the advanced high watermark reaches it without waiting for data.
 
 Version notes:
 - v4 isolation level, LSO, aborted transactions; v5 log start offset; v7 sessions;
   v9 current leader epoch; v11 rack / preferred replica; v12 flexible; v13 topic ids;
-  v15 replica state; v16 node endpoints (left empty).
+  v14 OFFSET_MOVED_TO_TIERED_STORAGE (never: no tiered storage); v15 replica state;
+  v16 node endpoints (left empty).
+- v17 adds the follower's ``replica_directory_id`` (KIP-853, tagged): ignored, each broker
+  has one log directory and consumers never send it.
+- v18 adds the follower's ``high_watermark`` (KIP-1166, tagged; default int64 max, "not
+  supported", and -1 "unknown"): see the last behavior, which is the rule Kafka 4.3.1's
+  KafkaRaftClient applies to metadata-log fetches (complete when the request's high watermark
+  is below its own). Kafka's partition replication ignores the field and would long-poll;
+  the answer's content is the same, only sooner. Our own followers send v12. Responses are
+  unchanged in v17 and v18.
 """
 
 import time
@@ -38,7 +49,10 @@ from ..server import RequestContext
 READ_COMMITTED = 1
 
 
-@register(1, 4, 16)
+UNSUPPORTED_HIGH_WATERMARK = (1 << 63) - 1  # Fetch v18's default: the follower does not say
+
+
+@register(1, 4, 18)
 async def handle_fetch(ctx: RequestContext, request) -> bytes:
     version = ctx.api_version
     if version >= 7 and request.session_id != 0:
@@ -49,13 +63,13 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     while True:
-        topics, total, waitable, errors = _read_all(ctx, request, version, isolation)
+        topics, total, waitable, urgent = _read_all(ctx, request, version, isolation)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or errors or remaining <= 0 or not waitable:
+        if total >= request.min_bytes or urgent or remaining <= 0 or not waitable:
             break
         await rm.wait_for_data(waitable, remaining)
         if time.monotonic() >= deadline:
-            topics, total, waitable, errors = _read_all(ctx, request, version, isolation)
+            topics, total, waitable, urgent = _read_all(ctx, request, version, isolation)
             break
     if total:
         ctx.services.metrics.bytes_out.labels("all").inc(total)
@@ -78,11 +92,14 @@ def _replica_id(request, version: int) -> int:
 
 
 def _read_all(ctx: RequestContext, request, version: int, isolation: int):
+    """Read every requested partition: (topics, bytes read, partitions to wait on, urgent),
+    where ``urgent`` counts what must be answered without long-polling (errors, and
+    followers behind our high watermark)."""
     rm = ctx.services.replica_manager
     replica_id = _replica_id(request, version)
     remaining = request.max_bytes
     total = 0
-    errors = 0
+    urgent = 0
     waitable = []
     topics = []
     for ft in request.topics:
@@ -110,6 +127,8 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
                 if replica_id >= 0:
                     rm.on_follower_fetch(part, replica_id, fp.fetch_offset, getattr(fp, "log_start_offset", -1))
                     hw = plog.high_watermark
+                    if _follower_high_watermark(fp) < hw:
+                        urgent += 1
                 budget = min(fp.partition_max_bytes, remaining)
                 data = b""
                 if budget > 0 or total == 0:
@@ -121,12 +140,17 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
                 if not data:
                     waitable.append(part)
             except KafkaError as exc:
-                errors += 1
+                urgent += 1
                 ctx.services.metrics.errors.labels("Fetch", exc.code.name).inc()
                 parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b"",
                               _current_leader(ctx, name, fp.partition, exc.code)))
         topics.append((name or "", topic_id, parts))
-    return topics, total, waitable, errors
+    return topics, total, waitable, urgent
+
+
+def _follower_high_watermark(fp) -> int:
+    """KIP-1166 (v18): the high watermark the follower knows; -1 when it knows none."""
+    return getattr(fp, "high_watermark", UNSUPPORTED_HIGH_WATERMARK)
 
 
 def _diverging_epoch(plog, fp) -> tuple[int, int] | None:

@@ -1,4 +1,4 @@
-"""Metadata: v0-12
+"""Metadata: v0-13
 
 Behavior:
 - Lists every registered broker (with its rack) by its endpoint on the listener the request
@@ -17,6 +17,9 @@ Behavior:
 Version notes:
 - v1 null = all topics, is_internal, controller id; v2 cluster id; v4 allow_auto_topic_creation;
   v7 leader epoch; v8-10 authorized operations; v9 flexible; v10 topic ids; v12 lookup by id.
+- v13 adds a top-level error code (KIP-1102): REBOOTSTRAP_REQUIRED would tell the client to
+  forget its brokers and rebootstrap; this broker always answers 0 (NONE), as Kafka does
+  outside of that case.
 """
 
 import uuid
@@ -61,7 +64,7 @@ def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UU
             "partitions": []}
 
 
-@register(3, 0, 12)
+@register(3, 0, 13)
 async def handle_metadata(ctx: RequestContext, request) -> bytes:
     version = ctx.api_version
     broker = ctx.services

@@ -1,4 +1,4 @@
-"""FindCoordinator: v0-5
+"""FindCoordinator: v0-6
 
 Behavior:
 - key_type 0 (group): the leader of the group's ``__consumer_offsets`` partition (this broker
@@ -10,10 +10,16 @@ Behavior:
   reachable leader. As in Kafka, the answer does not wait for the partition to be loaded
   (InitProducerId and the others answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), and an
   empty transactional id is an ordinary key.
+- key_type 2 (share group, "groupId:topicId:partition"): INVALID_REQUEST. Kafka 4.3.1 answers
+  that below v6 and for a malformed key; for a well-formed key at v6 it names its share
+  coordinator (the ``__share_group_state`` partition's leader). This broker has no share
+  coordinator and serves none of the share-group APIs, so it answers the non-retriable
+  INVALID_REQUEST rather than a coordinator error a client would retry forever.
 - Any other key type: INVALID_REQUEST.
 
 Version notes:
-- v1 key type, error message; v3 flexible; v4 batched ``coordinator_keys`` (one result per key).
+- v1 key type, error message; v3 flexible; v4 batched ``coordinator_keys`` (one result per key);
+  v5 TRANSACTION_ABORTABLE (KIP-890); v6 key type 2, share groups (KIP-932).
 """
 
 from coordinator.group.metadata import OFFSETS_TOPIC
@@ -22,7 +28,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..server import RequestContext
 
-GROUP, TRANSACTION = 0, 1
+GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
 def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
@@ -47,6 +53,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
         code = broker.group_coordinator.coordinator_error(key)
     elif key_type == TRANSACTION:
         code, node_id = broker.txn_coordinator.coordinator_node(key)
+    elif key_type == SHARE:
+        code = ErrorCode.invalid_request  # no share coordinator here (see the module docstring)
     else:
         code = ErrorCode.invalid_request
     if not code:
@@ -62,7 +70,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
             "host": host, "port": port}
 
 
-@register(10, 0, 5)
+@register(10, 0, 6)
 async def handle_find_coordinator(ctx: RequestContext, request) -> dict:
     key_type = getattr(request, "key_type", GROUP)
     if ctx.api_version >= 4:

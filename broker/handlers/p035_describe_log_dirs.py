@@ -1,4 +1,4 @@
-"""DescribeLogDirs: v1-4
+"""DescribeLogDirs: v1-5
 
 Behavior:
 - Describes this broker's log directory: every hosted replica (leader or follower) of the
@@ -7,7 +7,9 @@ Behavior:
 - A requested partition not hosted here is left out, as Kafka does.
 
 Version notes:
-- v0 is gone from Kafka 4.x; v2 flexible; v3 top-level error code; v4 total/usable bytes.
+- v0 is gone from Kafka 4.x; v2 flexible; v3 top-level error code; v4 total/usable bytes;
+  v5 ``is_cordoned`` (KIP-1066): always false, a log directory here is never cordoned. v5 is
+  what kafka-python looks for to infer a 4.3 broker.
 """
 
 import shutil
@@ -17,7 +19,7 @@ from protocol.api import register
 from ..server import RequestContext
 
 
-@register(35, 1, 4)
+@register(35, 1, 5)
 async def handle_describe_log_dirs(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
     log_dir = ctx.services.config.log_dir
@@ -34,4 +36,5 @@ async def handle_describe_log_dirs(ctx: RequestContext, request) -> dict:
     usage = shutil.disk_usage(log_dir)
     return {"throttle_time": 0, "error_code": 0, "results": [{
         "error_code": 0, "log_dir": log_dir, "total_bytes": usage.total, "usable_bytes": usage.free,
+        "is_cordoned": False,
         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}]}

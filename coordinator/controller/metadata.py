@@ -94,10 +94,17 @@ class MetadataCache:
         self.inter_broker_listener: str | None = None  # the listener peers are reached on
         self.listeners: list[Listener] = []
         self.broker_listeners: list[Callable[[], None]] = []  # registrations or controller changed
+        # Topic id -> topic, filled on lookup (Produce v13 and Fetch v13+ resolve ids per request);
+        # an entry counts only while ``topics`` still holds that very TopicState.
+        self._by_id: dict[uuid.UUID, TopicState] = {}
 
-    def topic_by_id(self, topic_id: uuid.UUID) -> TopicState | None:
+    def topic_by_id(self, topic_id: uuid.UUID | None) -> TopicState | None:
+        topic = self._by_id.get(topic_id)
+        if topic is not None and self.topics.get(topic.name) is topic:
+            return topic
         for topic in self.topics.values():
             if topic.uuid == topic_id:
+                self._by_id[topic_id] = topic
                 return topic
         return None
 

@@ -22,6 +22,13 @@ def _produce_v11(address: str, topic: str):
         return c.request(0, 11, request)
 
 
+def _produce_v13(address: str, topic_id: uuid.UUID):
+    """Produce v13 names the topic by id (KIP-516)."""
+    with RawClient(address) as c:
+        return c.call(0, 13, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+            {"topic_id": topic_id, "partition_data": [{"index": 0, "records": bytes(good_batch())}]}]})
+
+
 def _fetch_v12(address: str, topic: str, current_leader_epoch: int = -1):
     with RawClient(address) as c:
         return c.call(1, 12, {
@@ -50,6 +57,26 @@ def test_a_follower_refuses_produce_and_fetch_and_names_the_leader(cluster):
     assert fetched.error_code == ErrorCode.not_leader_or_follower
     assert fetched.current_leader.leader_id == leader
     assert _produce_v11(cluster.node(leader).address, topic).responses[0].partition_responses[0].error_code == 0
+
+
+def test_a_follower_refuses_produce_v13_by_topic_id_and_names_the_leader(cluster):
+    topic = f"wire13-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication_factor=3)
+    leader, replicas, _ = wait_isr_complete(cluster, topic)[0]
+    follower = next(r for r in replicas if r != leader)
+    with RawClient(cluster.node(follower).address) as c:
+        md = c.call(3, 13, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                            "include_topic_authorized_operations": False})
+    topic_id = md.topics[0].topic_id
+
+    resp = _produce_v13(cluster.node(follower).address, topic_id)
+    assert resp.responses[0].topic_id == topic_id
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.not_leader_or_follower
+    assert part.current_leader.leader_id == leader
+    assert [(n.node_id, n.port) for n in resp.node_endpoints] == [(leader, cluster.node(leader).port)]
+    ok = _produce_v13(cluster.node(leader).address, topic_id).responses[0].partition_responses[0]
+    assert (ok.error_code, ok.base_offset) == (0, 0)
 
 
 def test_leader_epochs_fence_stale_and_future_clients(healthy):

@@ -193,3 +193,13 @@ def test_leader_epoch_truncation_drops_epochs_starting_at_the_end(tmp_path):
     cache.truncate_from_end(7)
     assert cache.latest_epoch == 0
     assert cache.end_offset_for(0, 7) == (0, 7)
+
+
+def test_leader_epoch_cache_epoch_for_offset(tmp_path):
+    from storage.leader_epoch import LeaderEpochCache
+
+    cache = LeaderEpochCache(str(tmp_path))
+    assert cache.epoch_for_offset(0) == -1
+    cache.assign(2, 5)
+    cache.assign(4, 9)
+    assert [cache.epoch_for_offset(o) for o in (0, 4, 5, 8, 9, 100)] == [-1, -1, 2, 2, 4, 4]

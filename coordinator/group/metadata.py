@@ -317,6 +317,19 @@ def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
                               members)
 
 
+def subscribed_topics(subscription: bytes) -> set[str] | None:
+    """The topics of a ``consumer`` protocol member's metadata (Kafka's
+    ``ConsumerProtocolSubscription``), read as v0, the prefix of every version, as Kafka's
+    ``ClassicGroup.computeSubscribedTopics`` does; None when it does not parse."""
+    r = _Reader(subscription)
+    try:
+        if r.i16() < 0:
+            return None  # "Unsupported subscription version"
+        return {r.string() for _ in range(r.array_len())}
+    except (RecordFormatError, UnicodeDecodeError):
+        return None
+
+
 def offset_commit_record(group: str, topic: str, partition: int,
                          value: OffsetCommitValue | None) -> tuple[bytes, bytes | None]:
     """(key, value) of one committed offset; ``value=None`` is its tombstone."""

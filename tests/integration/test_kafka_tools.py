@@ -28,6 +28,7 @@ against Kafka 4.3.1; a broker advertising lower maxima gets those versions inste
   kafka-transactions        ListTransactions / DescribeTransactions (+FindCoordinator
                             key_type 1) / DescribeProducers
   kafka-get-offsets         DescribeTopicPartitions, DescribeCluster, ListOffsets
+  kafka-consumer-groups --delete-offsets   FindCoordinator, Metadata, OffsetDelete
 (details and the client's version ranges: compat/kafka/README.md)
 """
 
@@ -399,3 +400,36 @@ def test_transactions_list_and_describe(bootstrap, topic):
     assert row["ProducerId"] == mine[0][2]
     assert row["TransactionState"] in ("CompleteCommit", "Empty"), row
     del p
+
+
+def _status_rows(stdout: str) -> list[list[str]]:
+    """The TOPIC / PARTITION / STATUS table of ``kafka-consumer-groups --delete-offsets``."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["TOPIC", "PARTITION", "STATUS"])
+    return [[cell.strip() for cell in line.split(None, 2)] for line in lines[start + 1:] if line.strip()]
+
+
+def test_consumer_groups_delete_offsets(bootstrap, topic):
+    ck = pytest.importorskip("confluent_kafka")
+    create_topic(bootstrap, topic, 2)
+    describe_until(bootstrap, topic, 2)
+    group = f"kt-group-{uuid.uuid4().hex[:8]}"
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[ck.TopicPartition(topic, 0, 5), ck.TopicPartition(topic, 1, 6)], asynchronous=False)
+
+    def groups(*args: str) -> subprocess.CompletedProcess:
+        return kafka("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--group", *args)
+
+    res = groups(group, "--topic", f"{topic}:1", "--topic", f"{topic}-missing", "--delete-offsets")
+    assert f"Request succeeded for deleting offsets from group {group}." in res.stdout, res.stdout
+    assert _status_rows(res.stdout) == [
+        [f"{topic}-missing", "-", "Error: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
+                                  "This server does not host this topic-partition."],
+        [topic, "1", "Successful"]]
+    committed = c.committed([ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)], timeout=20)
+    assert [tp.offset for tp in committed] == [5, ck.OFFSET_INVALID]
+    c.close()
+
+    res = groups(f"{group}-unknown", "--topic", topic, "--delete-offsets")
+    assert "Error: The group id does not exist." in res.stdout, res.stdout
+    assert [row[:2] for row in _status_rows(res.stdout)] == [[topic, "0"], [topic, "1"]]

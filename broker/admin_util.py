@@ -165,8 +165,6 @@ TOPIC_DOCS: dict[str, str] = {
     "message.downconversion.enable": "Whether fetches may down-convert to older message formats.",
 }
 
-ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # no authorizer: all
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 DYNAMIC_FILE = "__dynamic_broker_configs.json"
 
 

@@ -5,7 +5,8 @@ Behavior:
   protocol type, and its members (id, group.instance.id, client id and host). Only a Stable
   group reports the selected protocol and each member's metadata and assignment, as Kafka.
 - A group this coordinator does not know is reported as Dead with no error (v0-5).
-- Authorized operations (v3+, when asked): READ, DELETE and DESCRIBE (no authorizer).
+- Authorized operations (v3+, when asked, for a group answered without error): READ, DELETE,
+  DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400: there is no authorizer), as Kafka 4.3.
 
 Version notes:
 - v1 throttle time; v3 authorized operations (KIP-430); v4 group.instance.id; v5 flexible.
@@ -13,11 +14,8 @@ Version notes:
 
 from protocol.api import register
 
+from ..authorization import group_operations
 from ..server import RequestContext
-
-# AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(1 << 31)
 
 
 @register(15, 0, 5)
@@ -27,6 +25,6 @@ async def handle_describe_groups(ctx: RequestContext, request) -> dict:
     groups = []
     for group_id in request.groups:
         described = coordinator.describe_group(group_id)
-        described["authorized_operations"] = GROUP_OPERATIONS if include_ops else OPERATIONS_NOT_REQUESTED
+        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0)
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}

@@ -88,3 +88,16 @@ def test_metadata_response_matches_kio(version):
         "cluster_authorized_operations": -2147483648,
     })
     assert ours == kio
+
+
+@pytest.mark.parametrize("version", range(8, 13))
+def test_metadata_response_with_authorized_operations_matches_kio(version):
+    tid = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    ours = fast.encode_metadata_response(version, [], "c", 1, [(0, "orders", tid, False, [], 3576)],
+                                         cluster_authorized_operations=8096)
+    kio = encode_body(3, version, {
+        "throttle_time": 0, "brokers": [], "cluster_id": "c", "controller_id": 1,
+        "topics": [{"error_code": 0, "name": "orders", "topic_id": tid, "is_internal": False, "partitions": [],
+                    "topic_authorized_operations": 3576}],
+        "cluster_authorized_operations": 8096})
+    assert ours == kio

@@ -552,3 +552,28 @@ def test_authorized_operations_on_the_wire(broker, topic_name):
                              "response_partition_limit": 10, "cursor": None})
         assert [(t.name, t.error_code, t.topic_authorized_operations) for t in r.topics] == sorted([
             ("no-such-topic", 3, 3576), (topic_name, 0, 3576)])
+
+
+# --------------------------------------------------------------------------- ListConfigResources
+def test_list_config_resources(broker, topic_name):
+    """Pinned against Kafka 4.3.1: v0 lists client-metrics resources only (none here); v1 lists
+    broker loggers, brokers, then topics; an unknown type fails the whole request."""
+    from tests.support.raw import RawClient
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    with RawClient(broker.bootstrap) as raw:
+        r = raw.call(74, 0, {})
+        assert (r.error_code, r.config_resources) == (0, ())
+
+        def listed(types: list[int]) -> tuple[int, list[tuple[str, int]]]:
+            r = raw.call(74, 1, {"resource_types": types})
+            return r.error_code, [(c.resource_name, c.resource_type) for c in r.config_resources]
+
+        error, resources = listed([])
+        assert error == 0 and resources[:2] == [("1", 8), ("1", 4)]
+        topics = [name for name, kind in resources[2:] if kind == 2]
+        assert len(topics) == len(resources) - 2 and topics == sorted(topics) and topic_name in topics
+        assert listed([4]) == (0, [("1", 4)])
+        assert listed([32, 8, 4]) == (0, [("1", 8), ("1", 4)])
+        assert listed([16]) == listed([32]) == (0, [])  # no client-metrics subscriptions, no group configs
+        assert listed([2, 1]) == listed([0]) == (35, [])  # UNSUPPORTED_VERSION

@@ -433,3 +433,9 @@ def test_consumer_groups_delete_offsets(bootstrap, topic):
     res = groups(f"{group}-unknown", "--topic", topic, "--delete-offsets")
     assert "Error: The group id does not exist." in res.stdout, res.stdout
     assert [row[:2] for row in _status_rows(res.stdout)] == [[topic, "0"], [topic, "1"]]
+
+
+def test_configs_describe_client_metrics_lists_none(bootstrap):
+    """kafka-configs lists client-metrics resources through ListConfigResources v1."""
+    res = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "client-metrics")
+    assert res.stdout.strip() == "", res.stdout

@@ -4,8 +4,9 @@ Behavior:
 - Lists the resources that can carry configs, of the requested types (all the version's types
   when the list is empty), in Kafka's order: groups with dynamic configs, client-metrics
   subscriptions, each live broker's loggers (BROKER_LOGGER, named by node id), each live broker
-  (BROKER), then every topic (internal ones included). Brokers are those with an endpoint on
-  the listener the request came in on, as Kafka's ``getBrokerNodes``.
+  (BROKER), then every topic (internal ones included; sorted here, in hash order in Kafka).
+  Brokers are those with an endpoint on the listener the request came in on, as Kafka's
+  ``getBrokerNodes``.
 - A type the version does not know makes the whole answer UNSUPPORTED_VERSION with no
   resources, as Kafka (types: v0 CLIENT_METRICS (16) only; v1 also TOPIC (2), BROKER (4),
   BROKER_LOGGER (8) and GROUP (32)).

@@ -572,7 +572,7 @@ def test_list_config_resources(broker, topic_name):
         error, resources = listed([])
         assert error == 0 and resources[:2] == [("1", 8), ("1", 4)]
         topics = [name for name, kind in resources[2:] if kind == 2]
-        assert len(topics) == len(resources) - 2 and topics == sorted(topics) and topic_name in topics
+        assert len(topics) == len(resources) - 2 and topic_name in topics  # in no particular order
         assert listed([4]) == (0, [("1", 4)])
         assert listed([32, 8, 4]) == (0, [("1", 8), ("1", 4)])
         assert listed([16]) == listed([32]) == (0, [])  # no client-metrics subscriptions, no group configs

@@ -2,7 +2,7 @@
 DeleteTopics, DeleteRecords, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
 CreatePartitions, DescribeCluster, DescribeTopicPartitions, with their effects and their
 error codes; the authorized-operations fields of Metadata, DescribeCluster, DescribeGroups and
-DescribeTopicPartitions. Restart and broker-config cases use their own broker; the rest share one.
+DescribeTopicPartitions; ListConfigResources and AlterReplicaLogDirs on the wire. Restart and broker-config cases use their own broker; the rest share one.
 """
 
 from __future__ import annotations
@@ -577,3 +577,29 @@ def test_list_config_resources(broker, topic_name):
         assert listed([32, 8, 4]) == (0, [("1", 8), ("1", 4)])
         assert listed([16]) == listed([32]) == (0, [])  # no client-metrics subscriptions, no group configs
         assert listed([2, 1]) == listed([0]) == (35, [])  # UNSUPPORTED_VERSION
+
+
+# --------------------------------------------------------------------------- AlterReplicaLogDirs
+def test_alter_replica_log_dirs(broker, topic_name):
+    """Pinned against Kafka 4.3.1: the broker's own directory (absolute, as DescribeLogDirs
+    names it) is a no-op success; any other path is LOG_DIR_NOT_FOUND; unknown partitions
+    UNKNOWN_TOPIC_OR_PARTITION; a name too long for the future-log directory
+    INVALID_TOPIC_EXCEPTION."""
+    from tests.support.raw import RawClient
+
+    create_topic(broker.bootstrap, topic_name, 2)
+    with RawClient(broker.bootstrap) as raw:
+        [log_dir] = [d.log_dir for d in raw.call(35, 4, {"topics": None}).results]
+
+        def alter(version: int, path: str, topics: dict[str, list[int]]) -> set[tuple[str, int, int]]:
+            r = raw.call(34, version, {"dirs": [{"path": path, "topics": [
+                {"name": t, "partitions": ps} for t, ps in topics.items()]}]})
+            return {(t.topic_name, p.partition_index, p.error_code) for t in r.results for p in t.partitions}
+
+        for version in (1, 2):
+            assert alter(version, log_dir, {topic_name: [0, 1, 9], "no-such-topic": [0], "y" * 220: [0]}) == {
+                (topic_name, 0, 0), (topic_name, 1, 0), (topic_name, 9, 3), ("no-such-topic", 0, 3),
+                ("y" * 220, 0, 17)}
+            assert alter(version, log_dir + "/", {topic_name: [0]}) == {(topic_name, 0, 57)}  # LOG_DIR_NOT_FOUND
+            assert alter(version, "/elsewhere", {topic_name: [0], "no-such-topic": [0]}) == {
+                (topic_name, 0, 57), ("no-such-topic", 0, 57)}

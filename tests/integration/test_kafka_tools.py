@@ -439,3 +439,31 @@ def test_configs_describe_client_metrics_lists_none(bootstrap):
     """kafka-configs lists client-metrics resources through ListConfigResources v1."""
     res = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "client-metrics")
     assert res.stdout.strip() == "", res.stdout
+
+
+def test_reassign_partitions_with_log_dirs(bootstrap, topic, tmp_path):
+    """A reassignment JSON with ``log_dirs`` sends AlterReplicaLogDirs: the broker's own log
+    directory (as DescribeLogDirs names it) is accepted, any other is LOG_DIR_NOT_FOUND."""
+    from tests.support.raw import RawClient
+
+    create_topic(bootstrap, topic, 1)
+    describe_until(bootstrap, topic, 1)
+    with RawClient(bootstrap) as raw:
+        [log_dir] = [d.log_dir for d in raw.call(35, 4, {"topics": None}).results]
+    _, [part] = describe(bootstrap, topic)
+    leader = int(part["leader"])
+
+    def reassign(directory: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        plan = tmp_path / "plan.json"
+        plan.write_text(f'{{"version":1,"partitions":[{{"topic":"{topic}","partition":0,'
+                        f'"replicas":[{leader}],"log_dirs":["{directory}"]}}]}}')
+        return kafka("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
+                     "--reassignment-json-file", str(plan), *args, check=check)
+
+    res = reassign(log_dir, "--execute")
+    assert f"Successfully started moving log directory to {log_dir} for replica {topic}-0 with broker {leader}" \
+        in res.stdout, res.stdout
+    res = reassign(log_dir, "--verify")
+    assert f"Reassignment of replica {topic}-0-{leader} completed successfully." in res.stdout, res.stdout
+    res = reassign(log_dir + "-elsewhere", "--execute", check=False)
+    assert res.returncode == 1 and "LogDirNotFoundException" in res.stdout, res.stdout + res.stderr

@@ -7,6 +7,7 @@ validate client-side: duplicates, ids, the cluster-default resource, cursors, ve
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 
 import pytest
@@ -351,3 +352,28 @@ def test_describe_topic_partitions_bad_cursor(b):
     assert [(t.name, t.error_code) for t in resp.topics] == [("a", ErrorCode.invalid_request)]
     resp = dtp(b, ["a"], cursor={"topic_name": "a", "partition_index": -1})
     assert [(t.name, t.error_code) for t in resp.topics] == [("a", ErrorCode.invalid_request)]
+
+
+# --------------------------------------------------------------------------- AlterReplicaLogDirs
+@pytest.mark.parametrize("version", [1, 2])
+def test_alter_replica_log_dirs(b, version):
+    b.replica_manager.create_topic("t", 3, {})
+    del b.replica_manager.partitions[("t", 2)]  # a partition of the cluster with no replica here
+    here = os.path.abspath(b.config.log_dir)
+    too_long = "x" * 220  # "<topic>-0.<32 hex>-future" is over 255 characters
+
+    def alter(*dirs: tuple[str, dict[str, list[int]]]) -> dict[tuple[str, int], int]:
+        r = call(b, 34, version, {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps}
+                                                                     for t, ps in topics.items()]}
+                                           for path, topics in dirs]})
+        return {(t.topic_name, p.partition_index): p.error_code for t in r.results for p in t.partitions}
+
+    assert alter((here, {"t": [0, 1, 2, 7], "nope": [0], too_long: [0]})) == {
+        ("t", 0): 0, ("t", 1): 0, ("t", 2): ErrorCode.replica_not_available,
+        ("t", 7): ErrorCode.unknown_topic_or_partition, ("nope", 0): ErrorCode.unknown_topic_or_partition,
+        (too_long, 0): ErrorCode.invalid_topic_exception}
+    for elsewhere in ("/elsewhere", here + "/", "data"):
+        assert alter((elsewhere, {"t": [0], "nope": [0]})) == {("t", 0): ErrorCode.log_dir_not_found,
+                                                               ("nope", 0): ErrorCode.log_dir_not_found}
+    assert alter(("/elsewhere", {"t": [0]}), (here, {"t": [0]})) == {("t", 0): 0}  # the last dir named wins
+    assert alter() == {}

@@ -20,7 +20,8 @@ could read our log and we could read Kafka's. The schemas are Kafka's
 We write key version 1 for offsets (as Kafka does), value version 3 for both values (the
 newest non-flexible versions, which every Kafka since 2.3 reads); all versions are read. A
 tombstone is a record with a null value. ``partition_for`` maps a group to its partition as
-Kafka does.
+Kafka does. ``subscribed_topics`` reads the topics out of a consumer member's JoinGroup
+metadata (``ConsumerProtocolSubscription``), which group records carry as ``subscription``.
 """
 
 from __future__ import annotations

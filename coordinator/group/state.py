@@ -3,10 +3,11 @@
 Owns: :class:`GroupState` with Kafka's ``validPreviousStates`` table (a transition from any
 other state raises :class:`IllegalGroupTransition`), :class:`MemberMetadata` and
 :class:`GroupMetadata` (members, leader, generation, protocol selection, pending members,
-pending SyncGroups, static members, committed offsets and transactional offsets still waiting
-for their marker). This module has no I/O and no timers: the coordinator drives it and keeps
-the timer handles and response futures it parks on members (Kafka's ``awaitingJoinCallback`` /
-``awaitingSyncCallback``) opaque here.
+pending SyncGroups, static members, the topics a consumer group's members subscribe to,
+committed offsets and transactional offsets still waiting for their marker). This module has
+no I/O and no timers: the coordinator drives it and keeps the timer handles and response
+futures it parks on members (Kafka's ``awaitingJoinCallback`` / ``awaitingSyncCallback``)
+opaque here.
 
 Mirrors Kafka's ``GroupMetadata`` / ``MemberMetadata`` (core/.../coordinator/group) closely;
 differences: no offset expiration yet, and a member's callbacks are asyncio futures.
@@ -22,6 +23,7 @@ from typing import Any
 from .metadata import subscribed_topics
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
+
 
 class GroupState(enum.Enum):
     """The classic group states; ``value`` is the name Kafka reports (DescribeGroups, ListGroups)."""

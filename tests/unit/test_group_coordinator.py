@@ -416,3 +416,32 @@ async def test_deleted_offsets_stay_deleted_after_reload(tmp_path):
         assert {tp: c.offset for tp, c in h.group("simple").offsets.items()} == {("t", 1): 6}
     finally:
         await h.stop()
+
+
+async def test_offset_delete_drops_a_pending_transactional_offset_also_on_reload(tmp_path):
+    """Kafka 4 tombstones a partition whose only offset is transactional and still pending; its
+    marker landing later (now, or when the log is replayed) brings nothing back."""
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    h.create_topic("t", 1)
+    r = await h.coordinator.txn_offset_commit(
+        group_id="txn", producer_id=2000, producer_epoch=0, member_id="", group_instance_id=None,
+        generation_id=-1, offsets={("t", 0): OffsetAndMetadata(9)})
+    assert r == {("t", 0): 0} and h.group("txn").has_pending_offset_commits(("t", 0))
+    end = h.offsets_log("txn").log_end_offset
+    assert await h.coordinator.delete_offsets("txn", [("t", 0)]) == (0, {("t", 0): 0})
+    assert h.offsets_log("txn").log_end_offset == end + 1
+    assert not h.group("txn").has_pending_offset_commits(("t", 0))
+    append_marker(h.offsets_log("txn"), CONTROL_COMMIT, 2000)
+    h.coordinator.complete_txn_offset_commits(h.coordinator.partition_for("txn"), 2000, is_commit=True)
+    assert h.group("txn").offsets == {}
+    await h.stop()
+    h = await Harness(path).start()
+    try:
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+        assert "txn" not in h.coordinator.groups or h.group("txn").offsets == {}
+    finally:
+        await h.stop()

@@ -548,6 +548,10 @@ def test_authorized_operations_on_the_wire(broker, topic_name):
         assert [(g.group_state, g.authorized_operations) for g in groups] == [("Dead", 3400), ("Dead", 3400)]
         groups = raw.call(15, 3, {"groups": ["never-seen"], "include_authorized_operations": False}).groups
         assert groups[0].authorized_operations == not_asked
+        # v6 (KIP-1043): an unknown group is an error, so it gets no operations.
+        groups = raw.call(15, 6, {"groups": ["never-seen"], "include_authorized_operations": True}).groups
+        assert [(g.error_code, g.error_message, g.group_state, g.authorized_operations) for g in groups] == [
+            (69, "Group never-seen not found.", "Dead", not_asked)]
         r = raw.call(75, 0, {"topics": [{"name": topic_name}, {"name": "no-such-topic"}],
                              "response_partition_limit": 10, "cursor": None})
         assert [(t.name, t.error_code, t.topic_authorized_operations) for t in r.topics] == sorted([

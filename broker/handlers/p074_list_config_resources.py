@@ -14,7 +14,8 @@ Behavior:
   (4.3) list through it.
 
 Differs from Kafka: this broker has no group configs and no client-metrics subscriptions, so
-those two kinds are always empty (as on a Kafka broker where none were configured).
+those two kinds are always empty (as on a Kafka broker where none were configured). A broker
+that is down is not registered here, so it is not listed (KRaft keeps it, fenced, and lists it).
 
 Version notes:
 - v0 (flexible) lists client-metrics resources only; v1 adds ``resource_types`` (KIP-1142).

@@ -297,11 +297,12 @@ def test_alter_configs_legacy(b, version):
 
 
 # --------------------------------------------------------------------------- DescribeCluster
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_describe_cluster(b, version):
-    resp = call(b, 60, version, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+    resp = call(b, 60, version, {"include_cluster_authorized_operations": True, "endpoint_type": 1,
+                                 "include_fenced_brokers": True})
     assert resp.error_code == 0 and resp.cluster_id == b.cluster_id and resp.controller_id == 1
-    assert [(x.broker_id, x.port) for x in resp.brokers] == [(1, b.port)]
+    assert [(x.broker_id, x.port, getattr(x, "is_fenced", False)) for x in resp.brokers] == [(1, b.port, False)]
     assert resp.cluster_authorized_operations == 8096  # CREATE..IDEMPOTENT_WRITE minus READ/WRITE/DELETE
     resp = call(b, 60, version, {"include_cluster_authorized_operations": False})
     assert resp.cluster_authorized_operations == -2147483648
@@ -312,6 +313,8 @@ def test_describe_cluster_endpoint_types(b):
         == ErrorCode.mismatched_endpoint_type
     assert call(b, 60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 9}).error_code \
         == ErrorCode.unsupported_endpoint_type
+    assert call(b, 60, 2, {"include_cluster_authorized_operations": False, "endpoint_type": 2,
+                           "include_fenced_brokers": False}).error_code == ErrorCode.mismatched_endpoint_type
 
 
 # --------------------------------------------------------------------------- DescribeTopicPartitions

@@ -119,8 +119,6 @@ LIST_KEYS = frozenset({k for k, tk in topic_config.TOPIC_KEYS.items() if tk.type
 TOPIC_CONFIG_TYPES = {k: ConfigType[tk.type] for k, tk in topic_config.TOPIC_KEYS.items()}
 TOPIC_DOCS = {k: tk.doc for k, tk in topic_config.TOPIC_KEYS.items()}
 
-ALL_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # no authorizer: all
-ALL_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 DYNAMIC_FILE = "__dynamic_broker_configs.json"
 
 

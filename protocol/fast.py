@@ -20,6 +20,7 @@ _i32 = struct.Struct(">i").pack
 _i64 = struct.Struct(">q").pack
 _PRODUCE_PART = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _FETCH_PART = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
+INT32_MIN = -(1 << 31)  # an authorized-operations field that was not requested
 
 
 def uvarint(n: int) -> bytes:
@@ -152,10 +153,12 @@ def _int32_array(values: list[int], flexible: bool) -> bytes:
 
 def encode_metadata_response(version: int, brokers: list[tuple[int, str, int, str | None]],
                              cluster_id: str | None, controller_id: int,
-                             topics: list[tuple], throttle_time_ms: int = 0, error_code: int = 0) -> bytes:
-    """``topics``: [(error_code, name, topic_id, is_internal, partitions)] with partitions
-    [(error_code, index, leader, leader_epoch, replicas, isr, offline)]; ``error_code`` is the
-    top-level one of v13+ (KIP-1102: REBOOTSTRAP_REQUIRED tells the client to rebootstrap)."""
+                             topics: list[tuple], throttle_time_ms: int = 0, error_code: int = 0,
+                             cluster_authorized_operations: int = INT32_MIN) -> bytes:
+    """``topics``: [(error_code, name, topic_id, is_internal, partitions[, authorized_operations])]
+    with partitions [(error_code, index, leader, leader_epoch, replicas, isr, offline)]; the
+    authorized operations default to INT32_MIN (not requested); ``error_code`` is the top-level
+    one of v13+ (KIP-1102: REBOOTSTRAP_REQUIRED tells the client to rebootstrap)."""
     flex = version >= 9
     tag = b"\x00" if flex else b""
     out = [_i32(throttle_time_ms)] if version >= 3 else []
@@ -170,7 +173,7 @@ def encode_metadata_response(version: int, brokers: list[tuple[int, str, int, st
     if version >= 1:
         out.append(_i32(controller_id))
     out.append(_array_len(len(topics), flex))
-    for error, name, topic_id, is_internal, partitions in topics:
+    for error, name, topic_id, is_internal, partitions, *operations in topics:
         out.append(_i16(error) + _string(name, flex))
         if version >= 10:
             out.append(topic_id.bytes)
@@ -186,10 +189,10 @@ def encode_metadata_response(version: int, brokers: list[tuple[int, str, int, st
                 out.append(_int32_array(offline, flex))
             out.append(tag)
         if version >= 8:
-            out.append(_i32(-2147483648))
+            out.append(_i32(operations[0] if operations else INT32_MIN))
         out.append(tag)
     if 8 <= version <= 10:
-        out.append(_i32(-2147483648))
+        out.append(_i32(cluster_authorized_operations))
     if version >= 13:
         out.append(_i16(error_code))
     out.append(tag)

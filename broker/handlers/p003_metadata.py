@@ -13,6 +13,10 @@ Behavior:
   LEADER_NOT_AVAILABLE for it, as Kafka does while the creation propagates. Internal topics
   are never auto-created this way. An illegal name gets INVALID_TOPIC_EXCEPTION.
 - A topic requested by id (v10+) that does not exist gets UNKNOWN_TOPIC_ID.
+- Authorized operations (v8+), when asked: every topic answered by name, even with an error,
+  gets all topic operations, and (v8-10) the cluster all cluster operations (there is no
+  authorizer, see :mod:`broker.authorization`); an unknown topic id, or when not asked,
+  INT32_MIN. As Kafka 4.3.1.
 
 Version notes:
 - v1 null = all topics, is_internal, controller id; v2 cluster id; v4 allow_auto_topic_creation;
@@ -29,6 +33,7 @@ from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import OPERATIONS_NOT_REQUESTED, cluster_operations, topic_operations
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..server import RequestContext
 
@@ -48,7 +53,6 @@ def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
                         "leader_epoch": p.leader_epoch, "replica_nodes": p.replicas,
                         "isr_nodes": p.isr, "offline_replicas": offline_replicas(ctx, p)}
                        for i, p in enumerate(topic.partitions)],
-        "topic_authorized_operations": -2147483648,
     }
 
 
@@ -75,13 +79,17 @@ async def handle_metadata(ctx: RequestContext, request) -> bytes:
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         entries = [await _lookup(ctx, t, version, allow_auto) for t in requested]
+    topic_ops = topic_operations(getattr(request, "include_topic_authorized_operations", False))
     return fast.encode_metadata_response(
         version, broker.metadata.brokers_on(ctx.listener),
         broker.cluster_id, _controller_id(broker),
         [(e["error_code"], e["name"], e["topic_id"], e["is_internal"],
           [(p["error_code"], p["partition_index"], p["leader_id"], p["leader_epoch"],
-            p["replica_nodes"], p["isr_nodes"], p["offline_replicas"]) for p in e["partitions"]])
-         for e in entries])
+            p["replica_nodes"], p["isr_nodes"], p["offline_replicas"]) for p in e["partitions"]],
+          topic_ops if e["name"] is not None else OPERATIONS_NOT_REQUESTED)
+         for e in entries],
+        cluster_authorized_operations=cluster_operations(
+            getattr(request, "include_cluster_authorized_operations", False)))
 
 
 async def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> dict:

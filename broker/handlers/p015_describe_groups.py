@@ -1,32 +1,36 @@
-"""DescribeGroups: v0-5
+"""DescribeGroups: v0-6
 
 Behavior:
 - For each group: its state (Empty, PreparingRebalance, CompletingRebalance, Stable, Dead),
   protocol type, and its members (id, group.instance.id, client id and host). Only a Stable
   group reports the selected protocol and each member's metadata and assignment, as Kafka.
-- A group this coordinator does not know is reported as Dead with no error (v0-5).
-- Authorized operations (v3+, when asked): READ, DELETE and DESCRIBE (no authorizer).
+- A group this coordinator does not know is reported as Dead with no error (v0-5), or with
+  GROUP_ID_NOT_FOUND and "Group <id> not found." (v6+, KIP-1043), as Kafka 4.3.
+- Authorized operations (v3+, when asked, for a group answered without error): READ, DELETE,
+  DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400: there is no authorizer), as Kafka 4.3.
 
 Version notes:
-- v1 throttle time; v3 authorized operations (KIP-430); v4 group.instance.id; v5 flexible.
+- v1 throttle time; v3 authorized operations (KIP-430); v4 group.instance.id; v5 flexible;
+  v6 error message and GROUP_ID_NOT_FOUND for an unknown group (KIP-1043).
 """
 
+from coordinator.group.state import GroupState
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import group_operations
 from ..server import RequestContext
 
-# AclOperation READ (3), DELETE (6), DESCRIBE (8): what a group allows without an authorizer.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(1 << 31)
 
-
-@register(15, 0, 5)
+@register(15, 0, 6)
 async def handle_describe_groups(ctx: RequestContext, request) -> dict:
     include_ops = ctx.api_version >= 3 and bool(getattr(request, "include_authorized_operations", False))
     coordinator = ctx.services.group_coordinator
     groups = []
     for group_id in request.groups:
         described = coordinator.describe_group(group_id)
-        described["authorized_operations"] = GROUP_OPERATIONS if include_ops else OPERATIONS_NOT_REQUESTED
+        if ctx.api_version >= 6 and described["error_code"] == 0 and described["group_state"] == GroupState.DEAD.value:
+            described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} not found.")
+        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0)
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}

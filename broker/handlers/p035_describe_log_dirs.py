@@ -5,6 +5,7 @@ Behavior:
   requested topics (all when null) with its size in bytes and its offset lag (high watermark
   minus log end offset, never negative), and (v4) the directory's total and usable bytes.
 - A requested partition not hosted here is left out, as Kafka does.
+- The directory is named by its absolute path, as Kafka does (AlterReplicaLogDirs takes it back).
 
 Version notes:
 - v0 is gone from Kafka 4.x; v2 flexible; v3 top-level error code; v4 total/usable bytes;
@@ -12,6 +13,7 @@ Version notes:
   what kafka-python looks for to infer a 4.3 broker.
 """
 
+import os
 import shutil
 
 from protocol.api import register
@@ -22,7 +24,7 @@ from ..server import RequestContext
 @register(35, 1, 5)
 async def handle_describe_log_dirs(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
-    log_dir = ctx.services.config.log_dir
+    log_dir = os.path.abspath(ctx.services.config.log_dir)  # Kafka reports the absolute path
     if request.topics is None:
         wanted = set(rm.partitions)
     else:

@@ -1,31 +1,34 @@
-"""DescribeCluster: v0-1
+"""DescribeCluster: v0-2
 
 Behavior:
 - Returns the cluster id, the controller id (this broker: it is its own controller, and a
   KRaft broker reports a live broker here too) and the live brokers' endpoints on the listener
   the request arrived on (a broker without that listener is left out, as in Kafka).
 - ``include_cluster_authorized_operations``: with no authorizer every cluster operation is
-  allowed, so the bit field of all of them (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
-  DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE), as Kafka; otherwise INT32_MIN.
+  allowed (8096, see :mod:`broker.authorization`), as Kafka; otherwise INT32_MIN.
 - v1 ``endpoint_type``: BROKERS (1) is answered; CONTROLLERS (2) gets MISMATCHED_ENDPOINT_TYPE
   (this is a broker endpoint) and any other value UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST on
   v0), as Kafka's AuthHelper.computeDescribeClusterResponse.
+- v2 ``include_fenced_brokers`` / ``is_fenced``: every broker listed is unfenced.
+
+Differs from Kafka: a broker that is down is not registered here (its etcd lease expired), so
+it is never listed, while a KRaft cluster keeps it registered and fenced and lists it when
+``include_fenced_brokers`` asks.
 
 Version notes:
-- v0 flexible; v1 endpoint_type in request and response.
+- v0 flexible; v1 endpoint_type in request and response; v2 fenced brokers (KIP-1073).
 """
 
 from protocol.api import register
 from protocol.errors import ErrorCode
 
-from ..admin_util import ALL_CLUSTER_OPERATIONS
+from ..authorization import cluster_operations
 from ..server import RequestContext
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
-NO_OPERATIONS = -2147483648
 
 
-@register(60, 0, 1)
+@register(60, 0, 2)
 async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
     b = ctx.services
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)
@@ -45,8 +48,7 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
         "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": b.cluster_id,
         "controller_id": b.metadata.controller_id if b.metadata.controller_id >= 0 else b.node_id,
-        "brokers": [{"broker_id": n, "host": host, "port": port, "rack": rack}
+        "brokers": [{"broker_id": n, "host": host, "port": port, "rack": rack, "is_fenced": False}
                     for n, host, port, rack in b.metadata.brokers_on(ctx.listener)],
-        "cluster_authorized_operations": (ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations
-                                          else NO_OPERATIONS),
+        "cluster_authorized_operations": cluster_operations(request.include_cluster_authorized_operations),
     }

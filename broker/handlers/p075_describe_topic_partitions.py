@@ -14,7 +14,8 @@ Behavior:
   INVALID_TOPIC_EXCEPTION); such topics are left out when listing all topics.
 - A cursor whose topic is not among the requested topics, or with a negative partition, makes
   every requested topic answer INVALID_REQUEST, as Kafka's error response.
-- topic_authorized_operations: all topic operations (there is no authorizer), as Kafka.
+- topic_authorized_operations: all topic operations (3576: there is no authorizer), also on a
+  topic answered with an error, as Kafka.
 
 Version notes:
 - v0 only (flexible).
@@ -24,7 +25,7 @@ from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
-from ..admin_util import ALL_TOPIC_OPERATIONS
+from ..authorization import TOPIC_AUTHORIZED_OPERATIONS
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..server import RequestContext
 from .p003_metadata import offline_replicas
@@ -65,7 +66,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> dict
                        "offline_replicas": offline_replicas(ctx, p)}
                       for i, p in enumerate(topic.partitions[start:upper], start)]
         out.append({"error_code": 0, "name": name, "topic_id": topic.uuid, "is_internal": name in INTERNAL_TOPICS,
-                    "partitions": partitions, "topic_authorized_operations": ALL_TOPIC_OPERATIONS})
+                    "partitions": partitions, "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS})
         if upper < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": upper}
             break
@@ -80,7 +81,7 @@ def _missing(name: str) -> dict:
     except KafkaError:
         code = ErrorCode.invalid_topic_exception
     return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": name in INTERNAL_TOPICS,
-            "partitions": []}
+            "partitions": [], "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS}
 
 
 def _error_response(request) -> dict:

@@ -327,6 +327,7 @@ class GroupCoordinator:
                                     [(value.protocol or "", m.subscription)], m.assignment)
             group.add(member)
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
+        group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
     def _install_loaded_group(self, group: GroupMetadata) -> None:
@@ -1030,6 +1031,40 @@ class GroupCoordinator:
                 out.append((tp, group.offsets.get(tp), 0))
         return 0, out
 
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]
+                             ) -> tuple[int, dict[tuple[str, int], int]]:
+        """Kafka's ``OffsetMetadataManager.deleteOffsets`` (OffsetDelete): (group error,
+        {tp: error}). The partitions of a topic the group is subscribed to get
+        GROUP_SUBSCRIBED_TO_TOPIC; the others succeed, and those with a committed (or pending
+        transactional) offset are tombstoned with acks=all before the offsets are forgotten.
+        The group itself stays (an Empty group without offsets dies at the next cleanup)."""
+        error = self._validate_group_status(group_id, allow_empty=False)
+        if error:
+            return error, {}
+        group = self.groups.get(group_id)
+        error = _validate_offset_delete(group)
+        if error:
+            return error, {}
+        results: dict[tuple[str, int], int] = {}
+        doomed: list[tuple[str, int]] = []
+        for tp in partitions:
+            if group.is_subscribed_to_topic(tp[0]):
+                results[tp] = ErrorCode.group_subscribed_to_topic
+                continue
+            results[tp] = 0
+            if group.has_offset_or_pending_txn_offset(tp):
+                doomed.append(tp)
+        if doomed:
+            records = [offset_commit_record(group_id, topic, partition, None) for topic, partition in doomed]
+            error, base_offset = await self._append(group_id, records)
+            if error:
+                log.warning("offset_delete_append_failed", group=group_id, error=error_name(error))
+                return append_error(error), {}
+            for tp in doomed:
+                group.remove_offset(tp, base_offset)
+            log.info("offsets_deleted", group=group_id, partitions=len(doomed))
+        return 0, results
+
     # --- DescribeGroups, ListGroups, DeleteGroups ---------------------------------------------
 
     def describe_group(self, group_id: str) -> dict:
@@ -1190,6 +1225,16 @@ def _safe_metadata(member: MemberMetadata, protocol: str | None) -> bytes:
         return member.metadata(protocol)
     except KeyError:
         return b""
+
+
+def _validate_offset_delete(group: GroupMetadata | None) -> int:
+    """Kafka's ``ClassicGroup.validateOffsetDelete``: a group with members must use the
+    consumer protocol (whose subscriptions say which topics are in use)."""
+    if group is None or group.is_(DEAD):
+        return ErrorCode.group_id_not_found
+    if not group.is_(EMPTY) and not group.uses_consumer_protocol:
+        return ErrorCode.non_empty_group
+    return 0
 
 
 def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int) -> list[tuple[str, int]]:

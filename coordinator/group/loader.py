@@ -82,6 +82,10 @@ def read_offsets_partition(plog: Log) -> LoadedPartition:
                         pending[key] = (header.base_offset, value)
                 elif value is None:
                     out.offsets.pop(key, None)
+                    # As Kafka 4's replay: a plain tombstone also drops the key's pending
+                    # transactional offsets (OffsetDelete writes one for those too).
+                    for pending in out.pending_txn.values():
+                        pending.pop(key, None)
                 else:
                     out.offsets[key] = (header.base_offset, value)
             elif isinstance(key, GroupMetadataKey):

@@ -20,7 +20,8 @@ could read our log and we could read Kafka's. The schemas are Kafka's
 We write key version 1 for offsets (as Kafka does), value version 3 for both values (the
 newest non-flexible versions, which every Kafka since 2.3 reads); all versions are read. A
 tombstone is a record with a null value. ``partition_for`` maps a group to its partition as
-Kafka does.
+Kafka does. ``subscribed_topics`` reads the topics out of a consumer member's JoinGroup
+metadata (``ConsumerProtocolSubscription``), which group records carry as ``subscription``.
 """
 
 from __future__ import annotations
@@ -315,6 +316,19 @@ def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
     r.tagged_fields()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp,
                               members)
+
+
+def subscribed_topics(subscription: bytes) -> set[str] | None:
+    """The topics of a ``consumer`` protocol member's metadata (Kafka's
+    ``ConsumerProtocolSubscription``), read as v0, the prefix of every version, as Kafka's
+    ``ClassicGroup.computeSubscribedTopics`` does; None when it does not parse."""
+    r = _Reader(subscription)
+    try:
+        if r.i16() < 0:
+            return None  # "Unsupported subscription version"
+        return {r.string() for _ in range(r.array_len())}
+    except (RecordFormatError, UnicodeDecodeError):
+        return None
 
 
 def offset_commit_record(group: str, topic: str, partition: int,

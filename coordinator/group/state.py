@@ -3,10 +3,11 @@
 Owns: :class:`GroupState` with Kafka's ``validPreviousStates`` table (a transition from any
 other state raises :class:`IllegalGroupTransition`), :class:`MemberMetadata` and
 :class:`GroupMetadata` (members, leader, generation, protocol selection, pending members,
-pending SyncGroups, static members, committed offsets and transactional offsets still waiting
-for their marker). This module has no I/O and no timers: the coordinator drives it and keeps
-the timer handles and response futures it parks on members (Kafka's ``awaitingJoinCallback`` /
-``awaitingSyncCallback``) opaque here.
+pending SyncGroups, static members, the topics a consumer group's members subscribe to,
+committed offsets and transactional offsets still waiting for their marker). This module has
+no I/O and no timers: the coordinator drives it and keeps the timer handles and response
+futures it parks on members (Kafka's ``awaitingJoinCallback`` / ``awaitingSyncCallback``)
+opaque here.
 
 Mirrors Kafka's ``GroupMetadata`` / ``MemberMetadata`` (core/.../coordinator/group) closely;
 differences: no offset expiration yet, and a member's callbacks are asyncio futures.
@@ -18,6 +19,10 @@ import enum
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from .metadata import subscribed_topics
+
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
 class GroupState(enum.Enum):
@@ -146,6 +151,9 @@ class GroupMetadata:
     supported_protocols: dict[str, int] = field(default_factory=dict)
     new_member_added: bool = False
     num_members_awaiting_join: int = 0
+    # Kafka's ``subscribedTopics``: computed when a generation starts (and on load); None
+    # while unknown (no generation yet, not the consumer protocol, or unparseable metadata).
+    subscribed_topics: set[str] | None = None
     # Committed offsets; commits whose append is in flight; transactional ones awaiting their
     # marker (producer id -> offsets; log_offset None until their own append completed).
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
@@ -316,7 +324,40 @@ class GroupMetadata:
             self.generation_id += 1
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY)
+        self.subscribed_topics = self.compute_subscribed_topics()
         self.pending_sync_members.clear()
+
+    @property
+    def uses_consumer_protocol(self) -> bool:
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+
+    def compute_subscribed_topics(self) -> set[str] | None:
+        """Kafka's ``computeSubscribedTopics``: the union of the members' subscriptions under
+        the selected protocol; None unless the group uses the consumer protocol and every
+        member's metadata parses."""
+        if not self.uses_consumer_protocol:
+            return None
+        if not self.members:
+            return set()
+        if self.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            try:
+                member_topics = subscribed_topics(member.metadata(self.protocol_name))
+            except KeyError:
+                member_topics = None
+            if member_topics is None:
+                return None
+            topics |= member_topics
+        return topics
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        """Kafka's ``isSubscribedToTopic``: when the subscriptions are unknown, a consumer
+        group counts as subscribed to every topic."""
+        if self.subscribed_topics is None:
+            return self.uses_consumer_protocol
+        return topic in self.subscribed_topics
 
     def current_member_metadata(self) -> list[dict]:
         """The JoinGroup response members, for the leader."""
@@ -379,6 +420,23 @@ class GroupMetadata:
 
     def has_offsets(self) -> bool:
         return bool(self.offsets) or bool(self.pending_txn_offsets)
+
+    def has_offset_or_pending_txn_offset(self, tp: tuple[str, int]) -> bool:
+        """Whether OffsetDelete writes a tombstone for ``tp`` (Kafka's ``hasCommittedOffset ||
+        hasPendingTransactionalOffsets``)."""
+        return tp in self.offsets or any(tp in o for o in self.pending_txn_offsets.values())
+
+    def remove_offset(self, tp: tuple[str, int], tombstone_offset: int) -> None:
+        """A plain tombstone for ``tp`` landed at ``tombstone_offset``: drop the committed
+        offset unless a later commit replaced it, and ``tp``'s pending transactional offsets
+        (as Kafka 4's replay of an offset tombstone does)."""
+        current = self.offsets.get(tp)
+        if current is not None and (current.log_offset is None or current.log_offset < tombstone_offset):
+            del self.offsets[tp]
+        for producer_id in list(self.pending_txn_offsets):
+            pending = self.pending_txn_offsets[producer_id]
+            if pending.pop(tp, None) is not None and not pending:
+                del self.pending_txn_offsets[producer_id]
 
     def remove_all_offsets(self) -> list[tuple[str, int]]:
         removed = list(self.offsets)

@@ -5,8 +5,8 @@ read_committed) runs while the broker that is its transaction coordinator, or it
 coordinator, is killed -9 every few commits; each time the node comes back and every internal
 partition regains its full ISR before the next kill. The output must hold every input exactly
 once and the group's committed offsets must match the input's end. A consumer group of three
-members keeps consuming when its coordinator's broker dies. The transactions tools ask the
-right broker.
+members keeps consuming when its coordinator's broker dies; offsets deleted with OffsetDelete
+stay deleted when the group coordinator fails over. The transactions tools ask the right broker.
 """
 
 from __future__ import annotations
@@ -196,6 +196,37 @@ def _committed_total(cluster, group: str, topic: str, partitions: int) -> int:
         return sum(max(tp.offset, 0) for tp in c.committed([TopicPartition(topic, q) for q in range(partitions)], 10))
     finally:
         c.close()
+
+
+def test_deleted_offsets_stay_deleted_after_a_group_coordinator_failover(healthy):
+    """OffsetDelete's tombstones are replicated (acks=all) before the offsets are forgotten,
+    so the coordinator that takes over after a kill -9 loads them deleted."""
+    from kafka import TopicPartition as KTP
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import NoError
+
+    cluster = healthy
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"odel-{tag}", f"odel-{tag}"
+    _topic(cluster, topic, 2)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 6)], asynchronous=False)
+    c.close()
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        assert admin.delete_group_offsets(group, [KTP(topic, 0)]) == {KTP(topic, 0): NoError}
+    finally:
+        admin.close()
+    node = coordinator_node(cluster, group, GROUP)
+    cluster.node(node).kill9()
+    assert coordinator_node(cluster, group, GROUP, timeout=60) != node
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group})
+    try:
+        committed = wait_for(lambda: c.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], 10), 60,
+                             "the offsets from the new coordinator")
+    finally:
+        c.close()
+    assert [tp.offset for tp in committed] == [-1001, 6]  # OFFSET_INVALID: still deleted
 
 
 @pytest.mark.kafka_tools

@@ -1,7 +1,8 @@
 """The admin APIs through real admin clients (confluent-kafka/librdkafka and kafka-python):
 DeleteTopics, DeleteRecords, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs,
 CreatePartitions, DescribeCluster, DescribeTopicPartitions, with their effects and their
-error codes. Restart and broker-config cases use their own broker; the rest share one.
+error codes; the authorized-operations fields of Metadata, DescribeCluster, DescribeGroups and
+DescribeTopicPartitions; ListConfigResources and AlterReplicaLogDirs on the wire. Restart and broker-config cases use their own broker; the rest share one.
 """
 
 from __future__ import annotations
@@ -488,3 +489,121 @@ def test_delete_topics_disabled(own_broker, topic_name):
     err = kafka_error(admin(bp.bootstrap).delete_topics([topic_name], operation_timeout=10)[topic_name])
     assert err.code() == KafkaError.TOPIC_DELETION_DISABLED
     assert topic_name in admin(bp.bootstrap).list_topics(timeout=TIMEOUT).topics
+
+
+# --------------------------------------------------------------------------- authorized operations
+# No authorizer: every operation a resource type supports, as Kafka 4.3.1 answers.
+TOPIC_OPERATIONS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+GROUP_OPERATIONS = {"READ", "DELETE", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+CLUSTER_OPERATIONS = {"CREATE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
+                      "IDEMPOTENT_WRITE"}
+
+
+def test_authorized_operations_through_confluent_admin(broker, topic_name):
+    from confluent_kafka import TopicCollection
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    group = f"g-{topic_name}"
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    c.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+    c.close()
+    a = admin(broker.bootstrap)
+    cluster = a.describe_cluster(include_authorized_operations=True).result(TIMEOUT)
+    assert {op.name for op in cluster.authorized_operations} == CLUSTER_OPERATIONS
+    [topic] = a.describe_topics(TopicCollection([topic_name]), include_authorized_operations=True).values()
+    assert {op.name for op in topic.result(TIMEOUT).authorized_operations} == TOPIC_OPERATIONS
+    [described] = a.describe_consumer_groups([group], include_authorized_operations=True).values()
+    assert {op.name for op in described.result(TIMEOUT).authorized_operations} == GROUP_OPERATIONS
+    assert a.describe_cluster().result(TIMEOUT).authorized_operations is None  # not asked
+
+
+def test_authorized_operations_on_the_wire(broker, topic_name):
+    """The exact bit fields (Utils.to32BitField of the AclOperation codes) and where Kafka
+    answers Int32.MinValue instead: not asked, an unknown topic id, a group with an error."""
+    from tests.support.raw import RawClient
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    not_asked = -2147483648
+    with RawClient(broker.bootstrap) as raw:
+        def metadata(version: int, topics, **asked):
+            return raw.call(3, version, {"topics": topics, "allow_auto_topic_creation": False,
+                                         "include_cluster_authorized_operations": False,
+                                         "include_topic_authorized_operations": False, **asked})
+
+        r = metadata(8, [{"name": topic_name}, {"name": "no-such-topic"}, {"name": "bad name!"}],
+                     include_topic_authorized_operations=True, include_cluster_authorized_operations=True)
+        assert [t.topic_authorized_operations for t in r.topics] == [3576, 3576, 3576]
+        assert r.cluster_authorized_operations == 8096
+        r = metadata(10, [{"name": topic_name, "topic_id": uuid.UUID(int=0)}])
+        assert (r.topics[0].topic_authorized_operations, r.cluster_authorized_operations) == (not_asked, not_asked)
+        r = metadata(12, [{"name": topic_name, "topic_id": uuid.UUID(int=0)}], include_topic_authorized_operations=True)
+        assert [(t.error_code, t.topic_authorized_operations) for t in r.topics] == [(0, 3576)]
+        r = metadata(12, [{"name": None, "topic_id": uuid.uuid4()}], include_topic_authorized_operations=True)
+        assert [(t.error_code, t.topic_authorized_operations) for t in r.topics] == [(100, not_asked)]
+        assert raw.call(60, 1, {"include_cluster_authorized_operations": True,
+                                "endpoint_type": 1}).cluster_authorized_operations == 8096
+        assert raw.call(60, 0, {"include_cluster_authorized_operations": False}).cluster_authorized_operations \
+            == not_asked
+        groups = raw.call(15, 5, {"groups": ["never-seen", ""], "include_authorized_operations": True}).groups
+        assert [(g.group_state, g.authorized_operations) for g in groups] == [("Dead", 3400), ("Dead", 3400)]
+        groups = raw.call(15, 3, {"groups": ["never-seen"], "include_authorized_operations": False}).groups
+        assert groups[0].authorized_operations == not_asked
+        # v6 (KIP-1043): an unknown group is an error, so it gets no operations.
+        groups = raw.call(15, 6, {"groups": ["never-seen"], "include_authorized_operations": True}).groups
+        assert [(g.error_code, g.error_message, g.group_state, g.authorized_operations) for g in groups] == [
+            (69, "Group never-seen not found.", "Dead", not_asked)]
+        r = raw.call(75, 0, {"topics": [{"name": topic_name}, {"name": "no-such-topic"}],
+                             "response_partition_limit": 10, "cursor": None})
+        assert [(t.name, t.error_code, t.topic_authorized_operations) for t in r.topics] == sorted([
+            ("no-such-topic", 3, 3576), (topic_name, 0, 3576)])
+
+
+# --------------------------------------------------------------------------- ListConfigResources
+def test_list_config_resources(broker, topic_name):
+    """Pinned against Kafka 4.3.1: v0 lists client-metrics resources only (none here); v1 lists
+    broker loggers, brokers, then topics; an unknown type fails the whole request."""
+    from tests.support.raw import RawClient
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    with RawClient(broker.bootstrap) as raw:
+        r = raw.call(74, 0, {})
+        assert (r.error_code, r.config_resources) == (0, ())
+
+        def listed(types: list[int]) -> tuple[int, list[tuple[str, int]]]:
+            r = raw.call(74, 1, {"resource_types": types})
+            return r.error_code, [(c.resource_name, c.resource_type) for c in r.config_resources]
+
+        error, resources = listed([])
+        assert error == 0 and resources[:2] == [("1", 8), ("1", 4)]
+        topics = [name for name, kind in resources[2:] if kind == 2]
+        assert len(topics) == len(resources) - 2 and topic_name in topics  # in no particular order
+        assert listed([4]) == (0, [("1", 4)])
+        assert listed([32, 8, 4]) == (0, [("1", 8), ("1", 4)])
+        assert listed([16]) == listed([32]) == (0, [])  # no client-metrics subscriptions, no group configs
+        assert listed([2, 1]) == listed([0]) == (35, [])  # UNSUPPORTED_VERSION
+
+
+# --------------------------------------------------------------------------- AlterReplicaLogDirs
+def test_alter_replica_log_dirs(broker, topic_name):
+    """Pinned against Kafka 4.3.1: the broker's own directory (absolute, as DescribeLogDirs
+    names it) is a no-op success; any other path is LOG_DIR_NOT_FOUND; unknown partitions
+    UNKNOWN_TOPIC_OR_PARTITION; a name too long for the future-log directory
+    INVALID_TOPIC_EXCEPTION."""
+    from tests.support.raw import RawClient
+
+    create_topic(broker.bootstrap, topic_name, 2)
+    with RawClient(broker.bootstrap) as raw:
+        [log_dir] = [d.log_dir for d in raw.call(35, 4, {"topics": None}).results]
+
+        def alter(version: int, path: str, topics: dict[str, list[int]]) -> set[tuple[str, int, int]]:
+            r = raw.call(34, version, {"dirs": [{"path": path, "topics": [
+                {"name": t, "partitions": ps} for t, ps in topics.items()]}]})
+            return {(t.topic_name, p.partition_index, p.error_code) for t in r.results for p in t.partitions}
+
+        for version in (1, 2):
+            assert alter(version, log_dir, {topic_name: [0, 1, 9], "no-such-topic": [0], "y" * 220: [0]}) == {
+                (topic_name, 0, 0), (topic_name, 1, 0), (topic_name, 9, 3), ("no-such-topic", 0, 3),
+                ("y" * 220, 0, 17)}
+            assert alter(version, log_dir + "/", {topic_name: [0]}) == {(topic_name, 0, 57)}  # LOG_DIR_NOT_FOUND
+            assert alter(version, "/elsewhere", {topic_name: [0], "no-such-topic": [0]}) == {
+                (topic_name, 0, 57), ("no-such-topic", 0, 57)}

@@ -6,7 +6,8 @@ every record is consumed and no partition is ever owned by two consumers at once
 the on_assign / on_revoke timeline, CLOCK_MONOTONIC being shared by all processes). Committed
 offsets survive a broker restart (graceful and kill -9). kafka-python and aiokafka consumers
 join and commit. The admin API lists, describes, alters and deletes groups. A raw-protocol test
-pins the error codes of Kafka's classic coordinator.
+pins the error codes of Kafka's classic coordinator. OffsetDelete (kafka-python's admin client and
+raw requests) answers as Kafka 4.3.1 does, and deleted offsets stay deleted across a restart.
 """
 
 from __future__ import annotations
@@ -605,3 +606,94 @@ def test_raw_protocol_errors_follow_kafkas_coordinator(broker, topic_name):
     finally:
         for conn in (a, b, side):
             conn.close()
+
+
+# --------------------------------------------------------------------------- OffsetDelete
+
+
+def simple_commit(bootstrap: str, group: str, offsets: list[tuple[str, int, int]]) -> None:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for t, p, o in offsets], asynchronous=False)
+    finally:
+        c.close()
+
+
+def offset_delete(raw: Raw, group: str, topics: dict[str, list[int]]):
+    return raw.call(47, 0, {"group_id": group, "topics": [
+        {"name": t, "partitions": [{"partition_index": p} for p in ps]} for t, ps in topics.items()]})
+
+
+def answered(response) -> list[tuple[str, int, int]]:
+    return [(t.name, p.partition_index, p.error_code) for t in response.topics for p in t.partitions]
+
+
+def test_offset_delete_with_kafka_python_admin(broker, topic_name):
+    from kafka import TopicPartition as KTP
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import GroupIdNotFoundError, NoError
+
+    create_topic(broker.bootstrap, topic_name, 2)
+    group = f"g-{topic_name}"
+    simple_commit(broker.bootstrap, group, [(topic_name, 0, 3), (topic_name, 1, 4)])
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        assert client.delete_group_offsets(group, [KTP(topic_name, 0)]) == {KTP(topic_name, 0): NoError}
+        with pytest.raises(GroupIdNotFoundError):
+            client.delete_group_offsets(f"{group}-unknown", [KTP(topic_name, 0)])
+    finally:
+        client.close()
+    assert committed_offsets(broker.bootstrap, group, topic_name, 2) == {0: -1001, 1: 4}
+
+
+def test_offset_delete_errors_follow_kafka(broker, topic_name):
+    """Pinned against Kafka 4.3.1: unknown partitions answered first and never reach the
+    coordinator; a live member's subscribed topic is refused per partition; group errors
+    replace the whole answer."""
+    other = f"{topic_name}-other"
+    create_topic(broker.bootstrap, topic_name, 2)
+    create_topic(broker.bootstrap, other, 1)
+    group = f"g-{topic_name}"
+    member = Consumer(consumer_config(broker.bootstrap, group, **{"enable.auto.commit": False}))
+    raw = Raw(broker.bootstrap)
+    try:
+        member.subscribe([topic_name])
+        wait_until(lambda: member.poll(0.2) is None and member.assignment(), 30, "an assignment")
+        member.commit(offsets=[TopicPartition(topic_name, 0, 1), TopicPartition(other, 0, 2)],
+                      asynchronous=False)
+        r = offset_delete(raw, group, {topic_name: [0, 1, 9], "no-such-topic": [0], other: [0]})
+        assert r.error_code == 0
+        assert answered(r) == [(topic_name, 9, 3), (topic_name, 0, 86), (topic_name, 1, 86),
+                               ("no-such-topic", 0, 3), (other, 0, 0)]  # 86 GROUP_SUBSCRIBED_TO_TOPIC
+        assert committed_offsets(broker.bootstrap, group, other, 1) == {0: -1001}
+        r = offset_delete(raw, f"{group}-unknown", {other: [0]})
+        assert (r.error_code, r.topics) == (69, ())  # GROUP_ID_NOT_FOUND
+        r = offset_delete(raw, "", {other: [0]})
+        assert (r.error_code, r.topics) == (24, ())  # INVALID_GROUP_ID
+    finally:
+        member.close()
+        raw.close()
+    # Empty now: the subscribed topic's offsets can go too, and the group stays (Empty).
+    raw = Raw(broker.bootstrap)
+    try:
+        r = offset_delete(raw, group, {topic_name: [0, 1]})
+        assert (r.error_code, answered(r)) == (0, [(topic_name, 0, 0), (topic_name, 1, 0)])
+        assert committed_offsets(broker.bootstrap, group, topic_name, 2) == {0: -1001, 1: -1001}
+        r = offset_delete(raw, group, {topic_name: [0]})
+        assert (r.error_code, answered(r)) == (0, [(topic_name, 0, 0)])
+    finally:
+        raw.close()
+
+
+def test_deleted_offsets_stay_deleted_after_a_restart(own_broker, topic_name):
+    b = own_broker()
+    create_topic(b.bootstrap, topic_name, 2)
+    group = f"g-{topic_name}"
+    simple_commit(b.bootstrap, group, [(topic_name, 0, 7), (topic_name, 1, 8)])
+    raw = Raw(b.bootstrap)
+    try:
+        assert answered(offset_delete(raw, group, {topic_name: [1]})) == [(topic_name, 1, 0)]
+    finally:
+        raw.close()
+    b.restart(kill=True)
+    assert committed_offsets(b.bootstrap, group, topic_name, 2) == {0: 7, 1: -1001}

@@ -28,6 +28,7 @@ against Kafka 4.3.1; a broker advertising lower maxima gets those versions inste
   kafka-transactions        ListTransactions / DescribeTransactions (+FindCoordinator
                             key_type 1) / DescribeProducers
   kafka-get-offsets         DescribeTopicPartitions, DescribeCluster, ListOffsets
+  kafka-consumer-groups --delete-offsets   FindCoordinator, Metadata, OffsetDelete
 (details and the client's version ranges: compat/kafka/README.md)
 """
 
@@ -416,3 +417,70 @@ def test_transactions_list_and_describe(bootstrap, topic):
     assert row["ProducerId"] == mine[0][2]
     assert row["TransactionState"] in ("CompleteCommit", "Empty"), row
     del p
+
+
+def _status_rows(stdout: str) -> list[list[str]]:
+    """The TOPIC / PARTITION / STATUS table of ``kafka-consumer-groups --delete-offsets``."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["TOPIC", "PARTITION", "STATUS"])
+    return [[cell.strip() for cell in line.split(None, 2)] for line in lines[start + 1:] if line.strip()]
+
+
+def test_consumer_groups_delete_offsets(bootstrap, topic):
+    ck = pytest.importorskip("confluent_kafka")
+    create_topic(bootstrap, topic, 2)
+    describe_until(bootstrap, topic, 2)
+    group = f"kt-group-{uuid.uuid4().hex[:8]}"
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c.commit(offsets=[ck.TopicPartition(topic, 0, 5), ck.TopicPartition(topic, 1, 6)], asynchronous=False)
+
+    def groups(*args: str) -> subprocess.CompletedProcess:
+        return kafka("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--group", *args)
+
+    res = groups(group, "--topic", f"{topic}:1", "--topic", f"{topic}-missing", "--delete-offsets")
+    assert f"Request succeeded for deleting offsets from group {group}." in res.stdout, res.stdout
+    assert _status_rows(res.stdout) == [
+        [f"{topic}-missing", "-", "Error: org.apache.kafka.common.errors.UnknownTopicOrPartitionException: "
+                                  "This server does not host this topic-partition."],
+        [topic, "1", "Successful"]]
+    committed = c.committed([ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)], timeout=20)
+    assert [tp.offset for tp in committed] == [5, ck.OFFSET_INVALID]
+    c.close()
+
+    res = groups(f"{group}-unknown", "--topic", topic, "--delete-offsets")
+    assert "Error: The group id does not exist." in res.stdout, res.stdout
+    assert [row[:2] for row in _status_rows(res.stdout)] == [[topic, "0"], [topic, "1"]]
+
+
+def test_configs_describe_client_metrics_lists_none(bootstrap):
+    """kafka-configs lists client-metrics resources through ListConfigResources v1."""
+    res = kafka("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--entity-type", "client-metrics")
+    assert res.stdout.strip() == "", res.stdout
+
+
+def test_reassign_partitions_with_log_dirs(bootstrap, topic, tmp_path):
+    """A reassignment JSON with ``log_dirs`` sends AlterReplicaLogDirs: the broker's own log
+    directory (as DescribeLogDirs names it) is accepted, any other is LOG_DIR_NOT_FOUND."""
+    from tests.support.raw import RawClient
+
+    create_topic(bootstrap, topic, 1)
+    describe_until(bootstrap, topic, 1)
+    with RawClient(bootstrap) as raw:
+        [log_dir] = [d.log_dir for d in raw.call(35, 4, {"topics": None}).results]
+    _, [part] = describe(bootstrap, topic)
+    leader = int(part["leader"])
+
+    def reassign(directory: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        plan = tmp_path / "plan.json"
+        plan.write_text(f'{{"version":1,"partitions":[{{"topic":"{topic}","partition":0,'
+                        f'"replicas":[{leader}],"log_dirs":["{directory}"]}}]}}')
+        return kafka("kafka-reassign-partitions", "--bootstrap-server", bootstrap,
+                     "--reassignment-json-file", str(plan), *args, check=check)
+
+    res = reassign(log_dir, "--execute")
+    assert f"Successfully started moving log directory to {log_dir} for replica {topic}-0 with broker {leader}" \
+        in res.stdout, res.stdout
+    res = reassign(log_dir, "--verify")
+    assert f"Reassignment of replica {topic}-0-{leader} completed successfully." in res.stdout, res.stdout
+    res = reassign(log_dir + "-elsewhere", "--execute", check=False)
+    assert res.returncode == 1 and "LogDirNotFoundException" in res.stdout, res.stdout + res.stderr

@@ -7,6 +7,7 @@ validate client-side: duplicates, ids, the cluster-default resource, cursors, ve
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 
 import pytest
@@ -302,11 +303,12 @@ def test_alter_configs_legacy(b, version):
 
 
 # --------------------------------------------------------------------------- DescribeCluster
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_describe_cluster(b, version):
-    resp = call(b, 60, version, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+    resp = call(b, 60, version, {"include_cluster_authorized_operations": True, "endpoint_type": 1,
+                                 "include_fenced_brokers": True})
     assert resp.error_code == 0 and resp.cluster_id == b.cluster_id and resp.controller_id == 1
-    assert [(x.broker_id, x.port) for x in resp.brokers] == [(1, b.port)]
+    assert [(x.broker_id, x.port, getattr(x, "is_fenced", False)) for x in resp.brokers] == [(1, b.port, False)]
     assert resp.cluster_authorized_operations == 8096  # CREATE..IDEMPOTENT_WRITE minus READ/WRITE/DELETE
     resp = call(b, 60, version, {"include_cluster_authorized_operations": False})
     assert resp.cluster_authorized_operations == -2147483648
@@ -317,6 +319,8 @@ def test_describe_cluster_endpoint_types(b):
         == ErrorCode.mismatched_endpoint_type
     assert call(b, 60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 9}).error_code \
         == ErrorCode.unsupported_endpoint_type
+    assert call(b, 60, 2, {"include_cluster_authorized_operations": False, "endpoint_type": 2,
+                           "include_fenced_brokers": False}).error_code == ErrorCode.mismatched_endpoint_type
 
 
 # --------------------------------------------------------------------------- DescribeTopicPartitions
@@ -357,3 +361,28 @@ def test_describe_topic_partitions_bad_cursor(b):
     assert [(t.name, t.error_code) for t in resp.topics] == [("a", ErrorCode.invalid_request)]
     resp = dtp(b, ["a"], cursor={"topic_name": "a", "partition_index": -1})
     assert [(t.name, t.error_code) for t in resp.topics] == [("a", ErrorCode.invalid_request)]
+
+
+# --------------------------------------------------------------------------- AlterReplicaLogDirs
+@pytest.mark.parametrize("version", [1, 2])
+def test_alter_replica_log_dirs(b, version):
+    b.replica_manager.create_topic("t", 3, {})
+    del b.replica_manager.partitions[("t", 2)]  # a partition of the cluster with no replica here
+    here = os.path.abspath(b.config.log_dir)
+    too_long = "x" * 220  # "<topic>-0.<32 hex>-future" is over 255 characters
+
+    def alter(*dirs: tuple[str, dict[str, list[int]]]) -> dict[tuple[str, int], int]:
+        r = call(b, 34, version, {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps}
+                                                                     for t, ps in topics.items()]}
+                                           for path, topics in dirs]})
+        return {(t.topic_name, p.partition_index): p.error_code for t in r.results for p in t.partitions}
+
+    assert alter((here, {"t": [0, 1, 2, 7], "nope": [0], too_long: [0]})) == {
+        ("t", 0): 0, ("t", 1): 0, ("t", 2): ErrorCode.replica_not_available,
+        ("t", 7): ErrorCode.unknown_topic_or_partition, ("nope", 0): ErrorCode.unknown_topic_or_partition,
+        (too_long, 0): ErrorCode.invalid_topic_exception}
+    for elsewhere in ("/elsewhere", here + "/", "data"):
+        assert alter((elsewhere, {"t": [0], "nope": [0]})) == {("t", 0): ErrorCode.log_dir_not_found,
+                                                               ("nope", 0): ErrorCode.log_dir_not_found}
+    assert alter(("/elsewhere", {"t": [0]}), (here, {"t": [0]})) == {("t", 0): 0}  # the last dir named wins
+    assert alter() == {}

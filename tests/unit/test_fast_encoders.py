@@ -119,3 +119,16 @@ def test_metadata_v13_top_level_error_code_matches_kio():
     kio = encode_body(3, 13, {"throttle_time": 0, "brokers": [], "cluster_id": "c", "controller_id": 1,
                               "topics": [], "error_code": 74})
     assert ours == kio and ours[-3:] == b"\x00\x4a\x00"
+
+
+@pytest.mark.parametrize("version", range(8, 14))
+def test_metadata_response_with_authorized_operations_matches_kio(version):
+    tid = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    ours = fast.encode_metadata_response(version, [], "c", 1, [(0, "orders", tid, False, [], 3576)],
+                                         cluster_authorized_operations=8096)
+    kio = encode_body(3, version, {
+        "throttle_time": 0, "brokers": [], "cluster_id": "c", "controller_id": 1,
+        "topics": [{"error_code": 0, "name": "orders", "topic_id": tid, "is_internal": False, "partitions": [],
+                    "topic_authorized_operations": 3576}],
+        "cluster_authorized_operations": 8096})
+    assert ours == kio

@@ -8,6 +8,7 @@ transaction markers) and COORDINATOR_LOAD_IN_PROGRESS, deletion tombstones, offs
 from __future__ import annotations
 
 import asyncio
+import struct
 import threading
 
 import pytest
@@ -355,3 +356,92 @@ async def wait_loaded(h: Harness, partition: int) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("partition not loaded")
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0: what a consumer sends as its JoinGroup metadata."""
+    out = struct.pack(">hi", 0, len(topics))
+    for t in topics:
+        out += struct.pack(">h", len(t)) + t.encode()
+    return out + struct.pack(">i", -1)
+
+
+async def test_offset_delete_follows_the_group_state_and_subscriptions(harness):
+    h = harness
+    h.create_topic("t", 2)
+    h.create_topic("u", 1)
+    delete = h.coordinator.delete_offsets
+    assert await delete("nope", [("t", 0)]) == (E.group_id_not_found, {})
+    assert await delete("", [("t", 0)]) == (E.invalid_group_id, {})
+    # A consumer group subscribed to "t": its partitions are in use, "u" is not.
+    member, gen = await stable_single_member(h, protocols=[("range", subscription("t"))])
+    await h.commit("g", gen, member, {("t", 0): 1, ("u", 0): 2})
+    end = h.offsets_log("g").log_end_offset
+    assert await delete("g", [("t", 0), ("t", 1), ("u", 0)]) == (
+        0, {("t", 0): E.group_subscribed_to_topic, ("t", 1): E.group_subscribed_to_topic, ("u", 0): 0})
+    assert h.offsets_log("g").log_end_offset == end + 1  # one tombstone, for ("u", 0)
+    assert set(h.group().offsets) == {("t", 0)}
+    # Metadata that is not a consumer subscription: every topic counts as subscribed.
+    other, gen2 = await stable_single_member(h, "opaque")
+    await h.commit("opaque", gen2, other, {("u", 0): 3})
+    assert await delete("opaque", [("u", 0)]) == (0, {("u", 0): E.group_subscribed_to_topic})
+    # A group with members not using the consumer protocol cannot have offsets deleted.
+    r = await h.coordinator.join_group(
+        group_id="connect", member_id="", group_instance_id=None, require_known_member_id=False,
+        client_id="c", client_host="/127.0.0.1", rebalance_timeout_ms=10000, session_timeout_ms=10000,
+        protocol_type="connect", protocols=[("v1", b"x")])
+    assert r["error_code"] == 0
+    assert await delete("connect", [("u", 0)]) == (E.non_empty_group, {})
+    # Once Empty, everything goes; a partition without a commit succeeds without a tombstone.
+    h.coordinator.leave_group(group_id="g", members=[(member, None)])
+    end = h.offsets_log("g").log_end_offset
+    assert await delete("g", [("t", 0), ("t", 1)]) == (0, {("t", 0): 0, ("t", 1): 0})
+    assert h.offsets_log("g").log_end_offset == end + 1
+    assert h.group().offsets == {} and h.group().state is GroupState.EMPTY  # the group stays
+
+
+async def test_deleted_offsets_stay_deleted_after_reload(tmp_path):
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    h.create_topic("t", 2)
+    await h.commit("simple", -1, "", {("t", 0): 5, ("t", 1): 6})
+    assert await h.coordinator.delete_offsets("simple", [("t", 0)]) == (0, {("t", 0): 0})
+    await h.stop()
+    h = await Harness(path).start()
+    try:
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+        assert {tp: c.offset for tp, c in h.group("simple").offsets.items()} == {("t", 1): 6}
+    finally:
+        await h.stop()
+
+
+async def test_offset_delete_drops_a_pending_transactional_offset_also_on_reload(tmp_path):
+    """Kafka 4 tombstones a partition whose only offset is transactional and still pending; its
+    marker landing later (now, or when the log is replayed) brings nothing back."""
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    h.create_topic("t", 1)
+    r = await h.coordinator.txn_offset_commit(
+        group_id="txn", producer_id=2000, producer_epoch=0, member_id="", group_instance_id=None,
+        generation_id=-1, offsets={("t", 0): OffsetAndMetadata(9)})
+    assert r == {("t", 0): 0} and h.group("txn").has_pending_offset_commits(("t", 0))
+    end = h.offsets_log("txn").log_end_offset
+    assert await h.coordinator.delete_offsets("txn", [("t", 0)]) == (0, {("t", 0): 0})
+    assert h.offsets_log("txn").log_end_offset == end + 1
+    assert not h.group("txn").has_pending_offset_commits(("t", 0))
+    append_marker(h.offsets_log("txn"), CONTROL_COMMIT, 2000)
+    h.coordinator.complete_txn_offset_commits(h.coordinator.partition_for("txn"), 2000, is_commit=True)
+    assert h.group("txn").offsets == {}
+    await h.stop()
+    h = await Harness(path).start()
+    try:
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+        assert "txn" not in h.coordinator.groups or h.group("txn").offsets == {}
+    finally:
+        await h.stop()

@@ -111,3 +111,14 @@ def test_partition_for_uses_kafkas_utils_abs():
     h = md.java_string_hash(negative)
     assert md.partition_for(negative, 50) == (-h) % 50
     assert all(0 <= md.partition_for(f"group-{i}", 7) < 7 for i in range(200))
+
+
+def test_subscribed_topics_read_the_v0_prefix_of_any_consumer_subscription():
+    v0 = bytes.fromhex("0000" "00000002" "0001") + b"a" + bytes.fromhex("0002") + b"bc" + bytes.fromhex("ffffffff")
+    assert md.subscribed_topics(v0) == {"a", "bc"}
+    # v3 (Kafka 3.x clients): owned partitions, generation and rack follow; they are not read.
+    v3 = bytes.fromhex("0003" "00000001" "0001") + b"t" + bytes.fromhex("ffffffff" "00000000" "00000005" "ffff")
+    assert md.subscribed_topics(v3) == {"t"}
+    assert md.subscribed_topics(bytes.fromhex("ffff" "00000000")) is None  # negative version
+    assert md.subscribed_topics(b"meta") is None  # not a subscription (truncated)
+    assert md.subscribed_topics(b"") is None

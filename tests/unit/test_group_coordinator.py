@@ -400,6 +400,16 @@ async def test_offset_delete_follows_the_group_state_and_subscriptions(harness):
     assert h.group().offsets == {} and h.group().state is GroupState.EMPTY  # the group stays
 
 
+async def restarted(path: str) -> Harness:
+    """A new coordinator over the same log, once it has loaded (bounded wait)."""
+    h = await Harness(path).start()
+    for _ in range(200):
+        if not h.coordinator.is_loading:
+            break
+        await asyncio.sleep(0.02)
+    return h
+
+
 async def test_deleted_offsets_stay_deleted_after_reload(tmp_path):
     path = str(tmp_path / "data")
     h = await Harness(path).start()
@@ -407,12 +417,8 @@ async def test_deleted_offsets_stay_deleted_after_reload(tmp_path):
     await h.commit("simple", -1, "", {("t", 0): 5, ("t", 1): 6})
     assert await h.coordinator.delete_offsets("simple", [("t", 0)]) == (0, {("t", 0): 0})
     await h.stop()
-    h = await Harness(path).start()
+    h = await restarted(path)
     try:
-        for _ in range(200):
-            if not h.coordinator.is_loading:
-                break
-            await asyncio.sleep(0.02)
         assert {tp: c.offset for tp, c in h.group("simple").offsets.items()} == {("t", 1): 6}
     finally:
         await h.stop()
@@ -436,12 +442,8 @@ async def test_offset_delete_drops_a_pending_transactional_offset_also_on_reload
     h.coordinator.complete_txn_offset_commits(h.coordinator.partition_for("txn"), 2000, is_commit=True)
     assert h.group("txn").offsets == {}
     await h.stop()
-    h = await Harness(path).start()
+    h = await restarted(path)
     try:
-        for _ in range(200):
-            if not h.coordinator.is_loading:
-                break
-            await asyncio.sleep(0.02)
         assert "txn" not in h.coordinator.groups or h.group("txn").offsets == {}
     finally:
         await h.stop()

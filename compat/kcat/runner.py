@@ -53,7 +53,22 @@ class Ctx:
         name = f"kcat-{uuid.uuid4().hex[:10]}"
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.create_topics([NewTopic(name, partitions, min(self.nodes, 3))])[name].result(30)
+        self._wait_known(name, partitions)
         return name
+
+    def _wait_known(self, topic: str, partitions: int, timeout: float = 30) -> None:
+        """Until every node's Metadata has the topic with leaders: a cluster's brokers learn
+        of a new topic a little after CreateTopics answers (Kafka too), and kcat asks any."""
+        deadline = time.monotonic() + timeout
+        for node in self.bootstrap.split(","):
+            while True:
+                meta = json.loads(_kcat("-b", node, "-L", "-J", "-t", topic))
+                (t,) = meta["topics"]
+                if "error" not in t and len(t["partitions"]) == partitions and \
+                        all(p["leader"] >= 0 for p in t["partitions"]):
+                    break
+                assert time.monotonic() < deadline, f"{node} does not know {topic}: {t}"
+                time.sleep(0.2)
 
     def kcat(self, *args: str, stdin: bytes | None = None, timeout: float = 60) -> bytes:
         return _kcat("-b", self.bootstrap, *args, stdin=stdin, timeout=timeout)

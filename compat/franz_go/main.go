@@ -654,12 +654,16 @@ func adminDescribeAlterConfigs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("alter: %w", err)
 	}
-	rcs, err = adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return err
-	}
-	if v, err := configValue(rcs, "retention.ms"); err != nil || v != altered {
-		return fmt.Errorf("after alter retention.ms = %q (%v), want %s", v, err, altered)
+	// any broker answers DescribeConfigs; on a cluster each applies the change a little later
+	for v := ""; v != altered; {
+		if ctx.Err() != nil {
+			return fmt.Errorf("after alter retention.ms = %q, want %s", v, altered)
+		}
+		if rcs, err = adm.DescribeTopicConfigs(ctx, topic); err != nil {
+			return err
+		}
+		v, _ = configValue(rcs, "retention.ms")
+		time.Sleep(50 * time.Millisecond)
 	}
 	md, err := adm.BrokerMetadata(ctx)
 	if err != nil {

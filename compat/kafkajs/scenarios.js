@@ -299,10 +299,11 @@ tests.admin_alter_configs = async () => {
     validateOnly: false,
     resources: [{ type: 2, name: topic, configEntries: [{ name: 'retention.ms', value: '7654321' }] }],
   })
-  const { resources } = await a.describeConfigs({
+  // any broker answers DescribeConfigs; on a cluster each applies the change a little later
+  const described = async () => (await a.describeConfigs({
     includeSynonyms: false, resources: [{ type: 2, name: topic, configNames: ['retention.ms'] }],
-  })
-  assert.equal(resources[0].configEntries[0].configValue, '7654321')
+  })).resources[0].configEntries[0].configValue
+  await until('retention.ms described as 7654321', async () => (await described()) === '7654321', 15000)
 }
 
 // A group that consumed `n` messages of a new topic and committed, with no member left.

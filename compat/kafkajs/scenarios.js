@@ -195,9 +195,21 @@ async function threeTransactions () {
 }
 
 tests.transaction_commit = async () => {
-  const topic = await threeTransactions()
+  // one transaction over both partitions: read_committed sees it all once it commits, and
+  // each partition it touched holds one commit marker after the records
+  const a = admin()
+  await a.connect()
+  const topic = await createTopic(a, 2)
+  const p = producer({ transactionalId: uid('kjs-tx'), idempotent: true, maxInFlightRequests: 1 })
+  await p.connect()
+  const tx = await p.transaction()
+  await tx.send({ topic, messages: Array.from({ length: 8 }, (_, i) => ({ key: `k${i}`, value: `t${i}` })) })
+  await tx.commit()
   const got = await consumeAll(topic, 8, { readUncommitted: false })
-  assert.ok(values(got).filter(v => v.startsWith('a') || v.startsWith('c')).length === 8)
+  assert.deepEqual(values(got), Array.from({ length: 8 }, (_, i) => `t${i}`))
+  const touched = new Set(got.map(m => m.partition)).size
+  const ends = await endOffsets(a, topic)
+  assert.equal(Object.values(ends).reduce((s, o) => s + Number(o), 0), 8 + touched)
 }
 
 tests.transaction_abort_read_committed = async () => {

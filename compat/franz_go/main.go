@@ -52,6 +52,11 @@ var scenarios = []scenario{
 	{"admin_list_describe_transactions", adminListDescribeTransactions},
 	{"admin_describe_producers", adminDescribeProducers},
 	{"admin_delete_records", adminDeleteRecords},
+	{"produce_compression", produceCompression},
+	{"consume_after_milli", consumeAfterMilli},
+	{"admin_offset_for_leader_epoch", adminOffsetForLeaderEpoch},
+	{"admin_describe_log_dirs", adminDescribeLogDirs},
+	{"admin_describe_client_quotas", adminDescribeClientQuotas},
 }
 
 func main() {
@@ -936,4 +941,157 @@ func adminDeleteRecords(ctx context.Context) error {
 		return err
 	}
 	return sameStrings(got, values("d", 6, 7, 8, 9))
+}
+
+func produceCompression(ctx context.Context) error {
+	adm, cl, err := admin()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	topic, err := createTopic(ctx, adm, 2, nil)
+	if err != nil {
+		return err
+	}
+	codecs := map[string]kgo.CompressionCodec{"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
+	var want []string
+	for name, codec := range codecs {
+		pcl, err := client(kgo.ProducerBatchCompression(codec), kgo.ProducerLinger(10*time.Millisecond))
+		if err != nil {
+			return err
+		}
+		err = produceN(ctx, pcl, topic, name+"-", 100)
+		pcl.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		want = append(want, values(name+"-", span(100)...)...)
+	}
+	sort.Strings(want)
+	got, err := consumeAll(ctx, topic, len(want), time.Second)
+	if err != nil {
+		return err
+	}
+	return sameStrings(got, want)
+}
+
+func consumeAfterMilli(ctx context.Context) error {
+	adm, cl, err := admin()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	topic, err := createTopic(ctx, adm, 1, nil)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	var rs []*kgo.Record
+	for i := 0; i < 6; i++ {
+		ts := now.Add(-time.Hour) // three old records, then three new ones
+		if i >= 3 {
+			ts = now
+		}
+		rs = append(rs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "m%d", i), Timestamp: ts})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		return err
+	}
+	after, err := consumeAllFrom(ctx, topic, 3, kgo.NewOffset().AfterMilli(now.Add(-time.Minute).UnixMilli()))
+	if err != nil {
+		return err
+	}
+	return sameStrings(after, values("m", 3, 4, 5))
+}
+
+// consumeAllFrom is consumeAll starting at `start` instead of the beginning.
+func consumeAllFrom(ctx context.Context, topic string, n int, start kgo.Offset) ([]string, error) {
+	return consumeAll(ctx, topic, n, time.Second, kgo.ConsumeResetOffset(start))
+}
+
+func adminOffsetForLeaderEpoch(ctx context.Context) error {
+	adm, cl, err := admin()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	topic, err := createTopic(ctx, adm, 1, nil)
+	if err != nil {
+		return err
+	}
+	if err := produceN(ctx, cl, topic, "e", 7); err != nil {
+		return err
+	}
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return err
+	}
+	epoch := md.Topics[topic].Partitions[0].LeaderEpoch
+	var req kadm.OffsetForLeaderEpochRequest
+	req.Add(topic, 0, epoch)
+	resp, err := adm.OffsetForLeaderEpoch(ctx, req)
+	if err != nil {
+		return err
+	}
+	r := resp[topic][0]
+	if r.Err != nil || r.LeaderEpoch != epoch || r.EndOffset != 7 {
+		return fmt.Errorf("OffsetForLeaderEpoch(epoch %d): epoch %d end %d err %v, want epoch %d end 7",
+			epoch, r.LeaderEpoch, r.EndOffset, r.Err, epoch)
+	}
+	return nil
+}
+
+func adminDescribeLogDirs(ctx context.Context) error {
+	adm, cl, err := admin()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	topic, err := createTopic(ctx, adm, 1, nil)
+	if err != nil {
+		return err
+	}
+	if err := produceN(ctx, cl, topic, "l", 50); err != nil {
+		return err
+	}
+	dirs, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		return fmt.Errorf("describe log dirs: %w", err)
+	}
+	holders := 0
+	for _, brokerDirs := range dirs {
+		for _, d := range brokerDirs {
+			if d.Err != nil {
+				return fmt.Errorf("broker %d dir %s: %w", d.Broker, d.Dir, d.Err)
+			}
+			if p, ok := d.Topics[topic][0]; ok {
+				holders++
+				if p.Size <= 0 {
+					return fmt.Errorf("broker %d: partition size %d after 50 records", d.Broker, p.Size)
+				}
+			}
+		}
+	}
+	if holders != int(rf) {
+		return fmt.Errorf("%d log dirs hold the partition, want %d replicas", holders, rf)
+	}
+	return nil
+}
+
+func adminDescribeClientQuotas(ctx context.Context) error {
+	adm, cl, err := admin()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// no quotas are configured: Kafka answers with an empty list
+	quotas, err := adm.DescribeClientQuotas(ctx, false, nil)
+	if err != nil {
+		return fmt.Errorf("describe client quotas: %w", err)
+	}
+	if len(quotas) != 0 {
+		return fmt.Errorf("unexpected quotas %+v", quotas)
+	}
+	return nil
 }

@@ -39,7 +39,7 @@ FAST = False
 FEATURES = {
     "bootstrap": [r"bootstrap"],
     "produce": [r"produce", r"ETL", r"Etl"],
-    "consume": [r"consume", r"ETL", r"Etl", r"read_committed", r"delete_records"],
+    "consume": [r"consume", r"ETL", r"Etl", r"read_committed", r"delete_records", r"compression"],
     "groups": [r"group", r"GroupETL", r"TxnEtl", r"offsets"],
     "idempotence": [r"idempotent", r"txn", r"TxnEtl"],
     "transactions": [r"txn", r"TxnEtl", r"transactions", r"producers"],
@@ -51,6 +51,8 @@ SCENARIOS = (
     "txn_abort_read_committed", "txn_group_transact_session_eos", "admin_create_delete_topics",
     "admin_describe_alter_configs", "admin_list_describe_groups", "admin_offsets",
     "admin_list_describe_transactions", "admin_describe_producers", "admin_delete_records",
+    "produce_compression", "consume_after_milli", "admin_offset_for_leader_epoch",
+    "admin_describe_log_dirs", "admin_describe_client_quotas",
 )
 KGO_TESTS = "TestGroupETL|TestTxnEtl"
 KGO_RECORDS = 10000       # records per ETL chain (the suite's default, 500000, is for Kafka CI boxes)

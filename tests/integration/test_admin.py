@@ -33,8 +33,10 @@ from kafka.admin import ConfigResource as KPConfigResource
 from kafka.admin import ConfigResourceType as KPConfigResourceType
 from kafka.admin import KafkaAdminClient
 
+from protocol.errors import ErrorCode
 from tests.support.clients import admin as new_admin
 from tests.support.clients import create_topic
+from tests.support.raw import RawClient
 
 TIMEOUT = 15
 _ADMINS: dict = {}
@@ -520,7 +522,6 @@ def test_authorized_operations_through_confluent_admin(broker, topic_name):
 def test_authorized_operations_on_the_wire(broker, topic_name):
     """The exact bit fields (Utils.to32BitField of the AclOperation codes) and where Kafka
     answers Int32.MinValue instead: not asked, an unknown topic id, a group with an error."""
-    from tests.support.raw import RawClient
 
     create_topic(broker.bootstrap, topic_name, 1)
     not_asked = -2147483648
@@ -562,7 +563,6 @@ def test_authorized_operations_on_the_wire(broker, topic_name):
 def test_list_config_resources(broker, topic_name):
     """Pinned against Kafka 4.3.1: v0 lists client-metrics resources only (none here); v1 lists
     broker loggers, brokers, then topics; an unknown type fails the whole request."""
-    from tests.support.raw import RawClient
 
     create_topic(broker.bootstrap, topic_name, 1)
     with RawClient(broker.bootstrap) as raw:
@@ -589,7 +589,6 @@ def test_alter_replica_log_dirs(broker, topic_name):
     names it) is a no-op success; any other path is LOG_DIR_NOT_FOUND; unknown partitions
     UNKNOWN_TOPIC_OR_PARTITION; a name too long for the future-log directory
     INVALID_TOPIC_EXCEPTION."""
-    from tests.support.raw import RawClient
 
     create_topic(broker.bootstrap, topic_name, 2)
     with RawClient(broker.bootstrap) as raw:
@@ -607,3 +606,27 @@ def test_alter_replica_log_dirs(broker, topic_name):
             assert alter(version, log_dir + "/", {topic_name: [0]}) == {(topic_name, 0, 57)}  # LOG_DIR_NOT_FOUND
             assert alter(version, "/elsewhere", {topic_name: [0], "no-such-topic": [0]}) == {
                 (topic_name, 0, 57), ("no-such-topic", 0, 57)}
+
+
+DESCRIBE_QUOTAS_CASES = [  # filter components -> Kafka 4.3.1's (error code, message)
+    ([], (0, "")),
+    ([("user", 2, None)], (0, "")),
+    ([("foo", 2, None)], (ErrorCode.unsupported_version, "Unsupported entity type foo")),
+    ([("", 2, None)], (ErrorCode.invalid_request, "Invalid empty entity type.")),
+    ([("user", 2, None), ("user", 1, None)],
+     (ErrorCode.invalid_request, "Entity type user cannot appear more than once in the filter.")),
+    ([("user", 0, None)],
+     (ErrorCode.invalid_request, "Request specified MATCH_TYPE_EXACT, but set match string to null.")),
+    ([("ip", 2, None), ("client-id", 2, None)],
+     (ErrorCode.invalid_request, "Invalid entity filter component combination. IP filter component "
+                                 "should not be used with user or clientId filter component.")),
+]
+
+
+@pytest.mark.parametrize("components,expected", DESCRIBE_QUOTAS_CASES)
+def test_describe_client_quotas_matches_nothing_and_checks_the_filter(broker, components, expected):
+    with RawClient(broker.bootstrap) as c:
+        r = c.call(48, 1, {"strict": False, "components": [
+            {"entity_type": t, "match_type": m, "match": n} for t, m, n in components]})
+    assert (r.error_code, r.error_message) == expected
+    assert r.entries == (() if expected[0] == 0 else None)

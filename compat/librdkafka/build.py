@@ -109,6 +109,7 @@ def kafka_path() -> Path:
         # tests/java/run-class.sh sets CLASSPATH to the compiled helper classes
         "kafka-run-class.sh": f'exec java -cp "$CLASSPATH:{libs}/*" "$@"',
         "kafka-topics.sh": f'exec "{KAFKA_BIN / "bin" / "kafka-topics"}" "$@"',
+        "kafka-acls.sh": f'exec "{KAFKA_BIN / "kafka-run.sh"}" org.apache.kafka.tools.AclCommand "$@"',
     }
     for name, line in scripts.items():
         script = root / "bin" / name

@@ -47,12 +47,13 @@ FAST = False
 
 # librdkafka's default test scenario (tests/scenarios/default.json) and the broker settings its
 # trivup clusters get (interactive_broker_version.py); replication comes from each target. The
-# ACL tests of 0081-admin need an authorizer that lets everyone through when no ACL matches.
+# ACL tests (0081-admin, and 0109/0115/0119 that deny a topic to User:* with kafka-acls) need
+# an authorizer that lets everyone through when no ACL matches, and no super user (ANONYMOUS
+# as a super user would ignore their deny ACLs).
 BROKER_CONFIG = {
     "auto.create.topics.enable": "true",
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
-    "super.users": "User:ANONYMOUS",
     "num.partitions": "4",
     "log.retention.bytes": "1000000000",
     "group.initial.rebalance.delay.ms": "3000",   # Kafka's default: trivup sets none

@@ -57,6 +57,12 @@ BROKER_CONFIG = {
     "num.partitions": "4",
     "log.retention.bytes": "1000000000",
     "group.initial.rebalance.delay.ms": "3000",   # Kafka's default: trivup sets none
+    # Kafka's default, which trivup keeps: several tests create RF 1 topics and produce with
+    # acks=all (idempotence), which min.insync.replicas=2 (the cluster targets') refuses.
+    "min.insync.replicas": "1",
+    # librdkafka's cluster_testing.py for Kafka >= 4.2: share-group tests lower the record lock
+    # duration (0173's lock-timeout redelivery) below Kafka's 15 s minimum otherwise.
+    "group.share.min.record.lock.duration.ms": "1000",
 }
 
 FEATURES = {

@@ -101,7 +101,11 @@ def prepare() -> str:
 
 def broker_tests() -> dict[str, list[str]]:
     """Test number -> its broker test names, from the runner's test table in test.c."""
-    table = (build.TESTS / "test.c").read_text().split("struct test tests[] = {", 1)[1]
+    return parse_test_table((build.TESTS / "test.c").read_text())
+
+
+def parse_test_table(test_c: str) -> dict[str, list[str]]:
+    table = test_c.split("struct test tests[] = {", 1)[1]
     groups: dict[str, list[str]] = {}
     for num, rest, flags in TEST_ENTRY.findall(table):
         if any(f in flags for f in ("TEST_F_LOCAL", "TEST_F_MANUAL")) or "mock" in rest:
@@ -137,9 +141,13 @@ def run_group(num: str, names: list[str], env: dict[str, str], log_path: Path,
             os.killpg(proc.pid, signal.SIGKILL)    # its own session: only this runner's tree
             proc.wait()
             log.warning("librdkafka_test_timeout", test=num, seconds=timeout)
-    text = ANSI.sub("", log_path.read_text(errors="replace"))
-    outcomes = {n: OUTCOME[o] for n, o in SUMMARY_ROW.findall(text)}
-    return {test_id(n): outcomes.get(n, "failed") for n in names}
+    return outcomes(log_path.read_text(errors="replace"), names)
+
+
+def outcomes(output: str, names: list[str]) -> dict[str, str]:
+    """Test id -> outcome for ``names`` from test-runner's output; unreported means failed."""
+    reported = {n: OUTCOME[o] for n, o in SUMMARY_ROW.findall(ANSI.sub("", output))}
+    return {test_id(n): reported.get(n, "failed") for n in names}
 
 
 WARM_UP = "compat-librdkafka-warm-up"   # topic, group and transactional id

@@ -4,8 +4,8 @@ The source comes from the npm registry: ``@confluentinc/kafka-javascript`` ships
 librdkafka source tree (``deps/librdkafka``, with ``tests/``) of the release it binds. It is
 built once with gcc into ``~/.cache/kbroker/librdkafka-<version>``, with the optional
 dependencies (SSL, SASL, zstd, curl) off since no test here needs them; a later call is a no-op.
-``rapidjson-dev`` (apt) is needed for the C++ tests that check JSON (0098-consumer_txn); without
-it configure leaves them out and they report skipped.
+``rapidjson-dev`` (apt) is needed for the C++ tests that check JSON (0098-consumer_txn): the build
+installs it when it runs as root; without it configure leaves them out and they report skipped.
 
 One change to the test framework before building: librdkafka's CI always runs a three-broker
 cluster, so several tests create their topics with replication factor 3. ``test.c`` is patched so
@@ -78,6 +78,14 @@ def _patch_tests() -> None:
     test_c.write_text(text.replace(RF_ANCHOR, RF_CAP + RF_ANCHOR, 1))
 
 
+def _ensure_rapidjson() -> None:
+    if Path("/usr/include/rapidjson").exists() or os.geteuid() != 0:
+        return
+    subprocess.run(["apt-get", "install", "-y", "-qq", "rapidjson-dev"], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
 def build() -> Path:
     """The built ``tests/test-runner`` (building it the first time)."""
     if STAMP.exists():
@@ -85,6 +93,7 @@ def build() -> Path:
     if HOME.exists():                   # an older or half-finished build: start over
         shutil.rmtree(HOME)
     CACHE.mkdir(parents=True, exist_ok=True)
+    _ensure_rapidjson()
     _unpack()
     _patch_tests()
     log = HOME / "build.log"

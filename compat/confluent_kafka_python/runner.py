@@ -26,9 +26,16 @@ MIRROR = Path("/work/.mirror/confluentinc+confluent-kafka-python/repo")
 DEPS = ["tests/trivup/trivup-0.14.0.tar.gz", "attrs", "cachetools", "httpx", "authlib", "requests",
         "fastavro", "avro", "jsonschema", "googleapis-common-protos", "async-timeout"]
 
-# The suite's own single-broker settings (tests/common TestUtils.broker_conf()), replication
-# factors excepted: each target sets those for its node count.
+# The suite's own broker settings: TestUtils.broker_conf() in tests/common and what its trivup
+# KafkaBrokerApp adds (server.properties.template and the KRaft StandardAuthorizer, which the
+# ACL part of test_basic_operations needs), replication factors and listeners excepted: each
+# target sets those for its node count.
 BROKER_CONFIG: dict[str, str] = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "super.users": "User:admin",
+    "delete.topic.enable": "true",
+    "auto.create.topics.enable": "true",
     "group.share.record.lock.duration.ms": "1000",
     "group.share.min.record.lock.duration.ms": "1000",
 }

@@ -36,6 +36,9 @@ BROKER_CONFIG: dict[str, str] = {
     "super.users": "User:admin",
     "delete.topic.enable": "true",
     "auto.create.topics.enable": "true",
+    # Not set by the suite, so Kafka's default: its tests create replication-factor-1 topics
+    # and produce with acks=all, which a cluster target's min.insync.replicas=2 refuses.
+    "min.insync.replicas": "1",
     "group.share.record.lock.duration.ms": "1000",
     "group.share.min.record.lock.duration.ms": "1000",
 }

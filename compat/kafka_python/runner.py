@@ -32,6 +32,9 @@ KAFKA_VERSION = "4.3.1"  # the reference broker's version; the suite maps it to 
 # each target sets those.
 BROKER_CONFIG: dict[str, str] = {
     "num.partitions": "4",
+    # Not set by the suite, so Kafka's default: its tests create replication-factor-1 topics
+    # and produce with acks=all, which a cluster target's min.insync.replicas=2 refuses.
+    "min.insync.replicas": "1",
     "auto.create.topics.enable": "true",
     "offsets.topic.num.partitions": "2",
     "offsets.commit.timeout.ms": "500",

@@ -33,7 +33,10 @@ DEPS = ["tests/trivup/trivup-0.14.0.tar.gz", "attrs", "cachetools", "httpx", "au
 BROKER_CONFIG: dict[str, str] = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
-    "super.users": "User:admin",
+    # trivup's brokers talk to each other over SASL as User:admin, its super user; the targets'
+    # nodes talk PLAINTEXT, as User:ANONYMOUS, which must be a super user too or a multi-node
+    # KRaft quorum cannot form under the authorizer.
+    "super.users": "User:admin;User:ANONYMOUS",
     "delete.topic.enable": "true",
     "auto.create.topics.enable": "true",
     # Not set by the suite, so Kafka's default: its tests create replication-factor-1 topics

@@ -46,6 +46,9 @@ BROKER_CONFIG: dict[str, str] = {
     # allows everything no ACL denies (the ACL test needs an authorizer to create ACLs in).
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
+    # The targets' nodes talk PLAINTEXT, as User:ANONYMOUS: a multi-node KRaft quorum cannot
+    # form under the authorizer unless that principal is a super user.
+    "super.users": "User:ANONYMOUS",
 }
 FAST = False
 

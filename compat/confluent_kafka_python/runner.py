@@ -13,6 +13,7 @@ consumer tests (they start their own trivup SASL cluster), and the SCRAM credent
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,8 +113,6 @@ def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     ids = collect(pytest_run)
     results, todo = skipped(ids, NOT_RUN)
     if fast:
-        import re
-
         todo = [t for t in todo if any(re.search(p, t) for p in FAST_TESTS)]
     results.update(execute(pytest_run, todo, workdir, deadline_s=3600))
     return results

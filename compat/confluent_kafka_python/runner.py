@@ -79,7 +79,7 @@ FEATURES = {
     "groups": [r"^consumer/test_(cooperative|incremental|consumer_memberid|consumer_upgrade)"],
     "idempotence": [r"test_transactions"],
     "transactions": [r"test_transactions"],
-    "read_committed": [r"test_transactions"],
+    "read_committed": [r"test_transactions"],  # consume_committed: librdkafka's default read_committed
     "admin": [r"^admin/"],
 }
 

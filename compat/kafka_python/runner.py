@@ -65,7 +65,7 @@ FEATURES = {
                r"test_admin_integration\.py::test_.*(consumer_group|group)"],
     "idempotence": [r"idempotent"],
     "transactions": [r"transaction"],
-    "read_committed": [r"transaction"],
+    "read_committed": [r"test_transactional_producer_messages"],  # its consumer is read_committed
     "admin": [r"^test_admin_integration"],
 }
 

@@ -64,6 +64,9 @@ def _kbroker(stack: contextlib.ExitStack, workdir: Path, config: dict[str, str])
     from tests.support.broker_process import BrokerProcess
 
     broker = BrokerProcess(str(workdir / "data"), config)
+    # Set statically, as the Kafka target does (and most suites' broker templates): a client
+    # describing the broker's configs then sees STATIC_BROKER_CONFIG on both systems.
+    broker.overrides.setdefault("advertised.listeners", f"PLAINTEXT://{broker.bootstrap}")
     stack.callback(broker.stop)
     broker.start()
     return Target("kbroker", broker.bootstrap, 1)
@@ -74,6 +77,8 @@ def _kbroker_cluster(stack: contextlib.ExitStack, workdir: Path, config: dict[st
 
     cluster = DevCluster(str(workdir / "cluster"), 3, overrides={
         "default.replication.factor": "3", "min.insync.replicas": "2", **config})
+    for node in cluster.nodes.values():  # static, as on the Kafka targets (see _kbroker)
+        node.overrides.setdefault("advertised.listeners", f"PLAINTEXT://{node.address}")
     stack.callback(cluster.stop)
     cluster.start()
     return Target("kbroker-cluster", cluster.bootstrap, 3)

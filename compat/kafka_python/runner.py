@@ -1,0 +1,101 @@
+"""kafka-python's own ``test/integration`` against a target, in external-broker mode.
+
+The suite's ``kafka_broker_factory`` fixture uses an existing broker when ``KAFKA_URI`` is set
+(``KafkaFixture(external=True)``: no broker process, topics created through KafkaAdminClient);
+``KAFKA_VERSION`` enables the integration tests and is passed to every client as
+``api_version``. The venv's client is kafka-python 3.0.12; its sdist ships the integration tests
+but not ``test/__init__.py``, ``test/conftest.py`` or ``test/service.py``, and the stored git
+snapshot has no 3.0.12 tag, so the tests come from tag 3.0.11, whose ``test/`` files are
+byte-identical to every file the 3.0.12 sdist ships. They are extracted into
+``~/.cache/kbroker/kafka-python-3.0.12``; the clients under test are the venv's 3.0.12.
+
+Not run (recorded as skipped): the SASL and SSL tests; they ask the fixture for a SASL / SSL
+listener, which the external-broker mode cannot provide (it hands back the plaintext broker).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from compat.pytest_suite import PytestRun, collect, execute, skipped
+
+SUITE = "kafka-python"
+VERSION = "3.0.12"
+TAG = "3.0.11"   # tests identical to 3.0.12's (see above)
+CACHE = Path.home() / ".cache" / "kbroker" / f"kafka-python-{VERSION}"
+MIRROR = Path("/work/.mirror/dpkp+kafka-python/repo")
+KAFKA_VERSION = "4.3.1"  # the reference broker's version; the suite maps it to its (4, 3) API table
+
+# The suite's own broker settings (servers/resources/default/kafka.properties, with the
+# fixture's partitions=4, and its ACL settings), replication factors and listeners excepted:
+# each target sets those.
+BROKER_CONFIG: dict[str, str] = {
+    "num.partitions": "4",
+    # Not set by the suite, so Kafka's default: its tests create replication-factor-1 topics
+    # and produce with acks=all, which a cluster target's min.insync.replicas=2 refuses.
+    "min.insync.replicas": "1",
+    "auto.create.topics.enable": "true",
+    "offsets.topic.num.partitions": "2",
+    "offsets.commit.timeout.ms": "500",
+    "group.min.session.timeout.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+    "replica.lag.time.max.ms": "1000",
+    "log.cleaner.enable": "false",
+    # The fixture always renders its {acl_config}: for Kafka >= 4.0 the KRaft authorizer that
+    # allows everything no ACL denies (the ACL test needs an authorizer to create ACLs in).
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    # The targets' nodes talk PLAINTEXT, as User:ANONYMOUS: a multi-node KRaft quorum cannot
+    # form under the authorizer unless that principal is a super user.
+    "super.users": "User:ANONYMOUS",
+}
+FAST = False
+
+NOT_RUN = {
+    r"^test_sasl_integration\.py": "needs a SASL listener (external mode gives plaintext)",
+    r"^test_ssl_integration\.py": "needs an SSL listener (external mode gives plaintext)",
+}
+
+FEATURES = {
+    "bootstrap": [r"."],
+    "produce": [r"^test_producer_integration"],
+    "consume": [r"^test_consumer_integration"],
+    "groups": [r"test_consumer_integration\.py::test_(group|kafka_consumer_max_bytes|.*commit)",
+               r"test_admin_integration\.py::test_.*(consumer_group|group)"],
+    "idempotence": [r"idempotent"],
+    "transactions": [r"transaction"],
+    "read_committed": [r"test_transactional_producer_messages"],  # its consumer is read_committed
+    "admin": [r"^test_admin_integration"],
+}
+
+
+def prepare() -> str:
+    """Extract the pinned tests (cached); return the client."""
+    if not (CACHE / "test" / "integration").is_dir():
+        if not MIRROR.is_dir():
+            raise RuntimeError(f"{CACHE} missing and no snapshot at {MIRROR}: fetch "
+                               "github:dpkp/kafka-python first")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "-C", str(MIRROR), "archive", TAG, "test"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(CACHE)], input=archive, check=True)
+    (CACHE / "pytest.ini").write_text("[pytest]\n")
+    import kafka
+
+    return f"kafka-python {kafka.__version__}, tests {TAG}"
+
+
+def run(target, workdir: Path, fast: bool) -> dict[str, str]:
+    pytest_run = PytestRun(CACHE, "test/integration", {
+        "KAFKA_URI": f"PLAINTEXT://{target.bootstrap.split(',')[0]}",
+        "KAFKA_VERSION": KAFKA_VERSION,
+        "PYTHONPATH": str(CACHE),   # before the stdlib's own ``test`` package
+        # The fixture insists that a Kafka install exists even in external mode (it runs no
+        # script from it there): the reference Kafka's cached jars.
+        "KAFKA_ROOT": str(Path.home() / ".cache" / "kbroker" / "kafka-4.3.1"),
+    }, per_test_timeout=120)
+    ids = collect(pytest_run)
+    results, todo = skipped(ids, NOT_RUN)
+    results.update(execute(pytest_run, todo, workdir, deadline_s=2400))
+    return results

@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 
 from compat.pytest_suite import PytestRun, collect, execute, skipped
+from compat.sources import extract
 
 SUITE = "confluent-kafka-python"
 TAG = "v2.15.0"
 CACHE = Path.home() / ".cache" / "kbroker" / f"confluent-kafka-python-{TAG.lstrip('v')}"
-MIRROR = Path("/work/.mirror/confluentinc+confluent-kafka-python/repo")
 DEPS = ["tests/trivup/trivup-0.14.0.tar.gz", "attrs", "cachetools", "httpx", "authlib", "requests",
         "fastavro", "avro", "jsonschema", "googleapis-common-protos", "async-timeout"]
 
@@ -86,14 +86,7 @@ FEATURES = {
 
 def prepare() -> str:
     """Extract the pinned tests and install their dependencies (cached); return the client."""
-    if not (CACHE / "tests" / "integration").is_dir():
-        if not MIRROR.is_dir():
-            raise RuntimeError(f"{CACHE} missing and no snapshot at {MIRROR}: fetch "
-                               "github:confluentinc/confluent-kafka-python first")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(MIRROR), "archive", TAG, "tests"],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(CACHE)], input=archive, check=True)
+    extract("confluentinc/confluent-kafka-python", TAG, ["tests"], CACHE)
     if not (CACHE / "site" / "trivup").is_dir():
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target",
                         str(CACHE / "site"), *DEPS], cwd=CACHE, check=True)

@@ -15,16 +15,15 @@ listener, which the external-broker mode cannot provide (it hands back the plain
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from compat.pytest_suite import PytestRun, collect, execute, skipped
+from compat.sources import extract
 
 SUITE = "kafka-python"
 VERSION = "3.0.12"
 TAG = "3.0.11"   # tests identical to 3.0.12's (see above)
 CACHE = Path.home() / ".cache" / "kbroker" / f"kafka-python-{VERSION}"
-MIRROR = Path("/work/.mirror/dpkp+kafka-python/repo")
 KAFKA_VERSION = "4.3.1"  # the reference broker's version; the suite maps it to its (4, 3) API table
 
 # The suite's own broker settings (servers/resources/default/kafka.properties, with the
@@ -72,14 +71,7 @@ FEATURES = {
 
 def prepare() -> str:
     """Extract the pinned tests (cached); return the client."""
-    if not (CACHE / "test" / "integration").is_dir():
-        if not MIRROR.is_dir():
-            raise RuntimeError(f"{CACHE} missing and no snapshot at {MIRROR}: fetch "
-                               "github:dpkp/kafka-python first")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(MIRROR), "archive", TAG, "test"],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(CACHE)], input=archive, check=True)
+    extract("dpkp/kafka-python", TAG, ["test"], CACHE)
     (CACHE / "pytest.ini").write_text("[pytest]\n")
     import kafka
 

@@ -4,6 +4,7 @@ in its allowlist must pass (``make compat`` runs them all, on every target)."""
 import pytest
 
 from compat.run import available, run_one, runner
+from compat.sources import SuiteUnavailable
 
 FAST = [s for s in available() if runner(s).FAST]
 
@@ -11,4 +12,8 @@ FAST = [s for s in available() if runner(s).FAST]
 @pytest.mark.compat
 @pytest.mark.parametrize("suite", FAST)
 def test_allowlisted_tests_pass_on_one_node(suite):
-    assert run_one(suite, "kbroker", fast=True) == []
+    try:
+        regressions = run_one(suite, "kbroker", fast=True)
+    except SuiteUnavailable as exc:  # its pinned source is not on this machine (compat/sources.py)
+        pytest.skip(str(exc))
+    assert regressions == []

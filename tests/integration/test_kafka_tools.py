@@ -50,6 +50,9 @@ KAFKA_RUN = KAFKA_DIR / "kafka-run.sh"
 FETCH = KAFKA_DIR / "fetch.sh"
 
 TOOL_TIMEOUT = 90  # seconds per CLI invocation (JVM start is ~1 s)
+# The topics' replication factor: 1 here; compat/kafka_tools runs these scenarios on three-node
+# clusters (min.insync.replicas=2, so acks=all needs RF >= 2) with 3.
+REPLICATION_FACTOR = 1
 
 pytestmark = [
     pytest.mark.kafka_tools,
@@ -114,7 +117,7 @@ def topics(bootstrap: str, *args: str, **kw) -> subprocess.CompletedProcess:
 
 def create_topic(bootstrap: str, name: str, partitions: int, *extra: str) -> None:
     res = topics(bootstrap, "--create", "--topic", name, "--partitions", str(partitions),
-                 "--replication-factor", "1", *extra)
+                 "--replication-factor", str(REPLICATION_FACTOR), *extra)
     assert res.stdout.strip() == f"Created topic {name}.", res.stdout + res.stderr
 
 
@@ -154,7 +157,7 @@ def describe_until(bootstrap: str, name: str, count: int, timeout: float = 15.0)
 def assert_partitions_led(header: dict, parts: list[dict], name: str, count: int) -> None:
     assert header["topic"] == name
     assert int(header["count"]) == count, header
-    assert int(header["rf"]) == 1, header
+    assert int(header["rf"]) == REPLICATION_FACTOR, header
     assert header["id"] not in ("", "AAAAAAAAAAAAAAAAAAAAAA"), f"null topic id: {header}"
     assert sorted(int(p["p"]) for p in parts) == list(range(count)), parts
     for p in parts:
@@ -206,12 +209,12 @@ def test_topics_list(bootstrap):
 def test_topics_create_existing_fails(bootstrap, topic):
     create_topic(bootstrap, topic, 2)
     res = topics(bootstrap, "--create", "--topic", topic, "--partitions", "2",
-                 "--replication-factor", "1", check=False)
+                 "--replication-factor", str(REPLICATION_FACTOR), check=False)
     assert res.returncode != 0
     assert f"Topic '{topic}' already exists" in res.stdout + res.stderr, res.stdout + res.stderr
     # --if-not-exists turns that into a quiet success
     topics(bootstrap, "--create", "--if-not-exists", "--topic", topic, "--partitions", "2",
-           "--replication-factor", "1")
+           "--replication-factor", str(REPLICATION_FACTOR))
 
 
 def test_topics_describe_missing_topic_fails(bootstrap):

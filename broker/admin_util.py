@@ -16,8 +16,8 @@ node id) or cluster-wide (empty name). They are kept in ``<log dir>/__dynamic_br
 partition's log config, and re-applied at start-up by :func:`load_dynamic_broker_configs`.
 
 Kafka's other dynamic keys for features this broker does not have (SSL, SASL, quotas, remote
-storage...; ``dynamic_config_keys``) are validated by type, stored and described back, with no
-effect.
+storage...; ``dynamic_config_keys``), and those this broker accepts without effect (e.g.
+``log.cleaner.threads``), are validated, stored and described back, with no effect.
 
 Differs from Kafka: a key this broker knows but cannot change at run time (listeners, thread
 pools...) is refused with INVALID_REQUEST ("Cannot update these configs dynamically: [...]"),
@@ -425,7 +425,8 @@ class DynamicBrokerConfigs:
         unknown = sorted(k for k in configs if k not in KEYS and k not in KAFKA_DYNAMIC_CONFIGS)
         if unknown:
             raise KafkaError(ErrorCode.invalid_request, f"Unknown broker configs: {', '.join(unknown)}")
-        fixed = sorted(k for k in configs if k in KEYS and k not in DYNAMIC_BROKER_KEYS)
+        fixed = sorted(k for k in configs if k in KEYS and k not in DYNAMIC_BROKER_KEYS
+                       and not (KEYS[k].ignored and k in KAFKA_DYNAMIC_CONFIGS))
         if fixed:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Cannot update these configs dynamically: [{', '.join(fixed)}]")

@@ -71,7 +71,7 @@ FAST_TESTS = (
 )
 
 FEATURES = {
-    "bootstrap": [r"."],
+    "bootstrap": [r"^(?!share_consumer/)"],  # every test that reaches the broker, share groups aside
     "produce": [r"^producer/", r"^serialization/", r"test_transactions", r"test_delete_records"],
     # Share groups (KIP-932, share_consumer/) are none of these features: they count in the
     # totals and in FINDINGS.md, not in the classic consume / groups cells.

@@ -123,6 +123,13 @@ def test_kafka_dynamic_broker_configs_are_accepted_and_described_back(own_broker
             ErrorCode.invalid_request,
             "Invalid value soon for configuration sasl.kerberos.min.time.before.relogin: Not a number of type LONG")
         assert alter(c, BROKER, "1", [("no.such.broker.config", 0, "1")])[0] == ErrorCode.invalid_request
+        # kafka-configs --add-config log.cleaner.threads=2: Kafka resizes its cleaner pool; here
+        # the key has no effect, so it is stored and described back.
+        assert alter(c, BROKER, "1", [("log.cleaner.threads", 0, "2")]) == (0, None)
+        threads = describe(c, BROKER, "1", ["log.cleaner.threads"])["log.cleaner.threads"]
+        assert (threads.value, threads.config_source) == ("2", 2)
+        assert alter(c, BROKER, "1", [("num.partitions", 0, "3")]) == (
+            ErrorCode.invalid_request, "Cannot update these configs dynamically: [num.partitions]")
     b.restart()
     with RawClient(b.bootstrap) as c:  # stored with the others: still there after a restart
         relogin = describe(c, BROKER, "1", ["sasl.kerberos.min.time.before.relogin"])

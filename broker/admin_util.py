@@ -22,8 +22,9 @@ storage...; ``dynamic_config_keys``), and those this broker accepts without effe
 Differs from Kafka: a key this broker knows but cannot change at run time (listeners, thread
 pools...) is refused with INVALID_REQUEST ("Cannot update these configs dynamically: [...]"),
 and unknown broker keys are refused instead of being stored (Kafka 4.3 stores them). Group configs (resource type GROUP) are not
-supported. A STATIC_BROKER_CONFIG is recognised by a value that differs from the built-in
-default (a key set to its default value shows as DEFAULT_CONFIG).
+supported. A key given in server.properties or --override (or by the single-node defaults,
+which stand for Kafka's shipped server.properties) is a STATIC_BROKER_CONFIG, even at its default
+value, as in Kafka.
 """
 
 from __future__ import annotations
@@ -367,6 +368,7 @@ class DynamicBrokerConfigs:
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self.static: dict[str, Any] = dict(broker.config.values)
+        self.explicit = broker.config.explicit
         self.per_broker: dict[str, str] = {}
         self.cluster_default: dict[str, str] = {}
         self.path = os.path.join(broker.config.log_dir, DYNAMIC_FILE)
@@ -393,8 +395,7 @@ class DynamicBrokerConfigs:
             if n in self.cluster_default:
                 found.append((n, self.cluster_default[n], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         for n in names:
-            key = KEYS.get(n)
-            if key is not None and self.static.get(n) is not None and self.static.get(n) != key.default:
+            if n in self.explicit and self.static.get(n) is not None:
                 found.append((n, config_value(self.static[n]), ConfigSource.STATIC_BROKER_CONFIG))
         for n in names:
             key = KEYS.get(n)

@@ -213,10 +213,14 @@ def _split_property(line: str) -> tuple[str, str]:
 class BrokerConfig:
     """Typed view of the effective configuration."""
 
-    def __init__(self, values: dict[str, Any], unknown: list[str], ignored: list[str]) -> None:
+    def __init__(self, values: dict[str, Any], unknown: list[str], ignored: list[str],
+                 explicit: frozenset[str] = frozenset()) -> None:
         self.values = values
         self.unknown = unknown
         self.ignored = ignored
+        # Keys set in server.properties / --override (or by the single-node defaults, Kafka's
+        # shipped server.properties): DescribeConfigs shows them as STATIC_BROKER_CONFIG.
+        self.explicit = explicit
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -413,7 +417,7 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
         values[name] = value
         if key.ignored and name in properties:
             ignored.append(name)
-    config = BrokerConfig(values, unknown, ignored)
+    config = BrokerConfig(values, unknown, ignored, frozenset(k for k in merged if k in KEYS))
     config.advertised()  # every listener setting is checked now: a bad one stops start-up
     return config
 

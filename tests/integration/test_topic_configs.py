@@ -148,3 +148,17 @@ def test_a_dynamic_timestamp_bound_applies_to_produce(own_broker, topic_name):
         assert describe(c, TOPIC, topic_name, ["message.timestamp.after.max.ms"])[
             "message.timestamp.after.max.ms"].value == "86400000"
         assert c.request(0, 9, produce_request(topic_name, batch)).responses[0].partition_responses[0].error_code == 0
+
+
+def test_a_broker_key_set_to_its_default_is_still_static(own_broker, topic_name):
+    """Kafka shows a key given in server.properties as STATIC_BROKER_CONFIG even when the value
+    equals the default (confluent-kafka-python's test_incremental_alter_configs relies on it)."""
+    b = own_broker(**{"min.insync.replicas": "1"})
+    create_topic(b.bootstrap, topic_name)
+    with RawClient(b.bootstrap) as c:
+        topic = describe(c, TOPIC, topic_name, ["min.insync.replicas", "retention.bytes"])
+        broker = describe(c, BROKER, "1", ["min.insync.replicas", "log.retention.bytes"])
+    assert (topic["min.insync.replicas"].value, topic["min.insync.replicas"].config_source) == ("1", 4)
+    assert topic["retention.bytes"].config_source == 5  # not given: DEFAULT_CONFIG
+    assert broker["min.insync.replicas"].config_source == 4
+    assert broker["log.retention.bytes"].config_source == 5

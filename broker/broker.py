@@ -94,6 +94,7 @@ class Broker:
         await asyncio.to_thread(self.replica_manager.open_assigned)
         # From here every change is applied as it comes; then everything the image has now.
         self.metadata.listeners.append(self._on_metadata_change)
+        self.metadata.config_listeners.append(self._on_topic_configs_change)
         self.replica_manager.apply_delta({(t.name, i) for t in self.metadata.topics.values()
                                           for i in range(len(t.partitions))}, set())
         self.log_manager.mark_unclean()
@@ -217,6 +218,12 @@ class Broker:
                 self.replica_manager.apply_topic_configs(name, topic.configs)
         if self.controller is not None:
             self.controller.wake()
+
+    def _on_topic_configs_change(self, name: str) -> None:
+        """Another broker altered a topic's configs: its logs here take them at once."""
+        topic = self.metadata.topics.get(name)
+        if topic is not None:
+            self.replica_manager.apply_topic_configs(name, topic.configs)
 
     def _replica_fetched(self, part) -> None:
         """A follower appended records: long-polling fetches of this broker may care."""

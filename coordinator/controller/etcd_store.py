@@ -209,6 +209,7 @@ class EtcdMetadataStore(MetadataCache):
     async def _reload(self) -> None:
         result = await self.client.get_prefix(self.prefix.encode() + b"/")
         before_parts = dict(self._parts)
+        before_image = self.topics
         before_topics = set(self.topics)
         self._topic_raw.clear()
         self._parts.clear()
@@ -224,6 +225,7 @@ class EtcdMetadataStore(MetadataCache):
         changed |= {tp for tp in before_parts if tp not in self._parts}
         self._applied.set()
         self.notify(changed, before_topics - set(self.topics))
+        self.notify_configs(before_image, self.topics)
 
     async def _watch_loop(self) -> None:
         backoff = 0.2
@@ -272,6 +274,8 @@ class EtcdMetadataStore(MetadataCache):
         self.revision = max(self.revision, kv.mod_revision)
         self._applied.set()
         self.notify(changed, deleted)
+        if name is not None and before is not None and after is not None:
+            self.notify_configs({name: before}, {name: after})
         if name is None:
             for listener in self.broker_listeners:
                 listener()

@@ -94,6 +94,7 @@ class MetadataCache:
         self.inter_broker_listener: str | None = None  # the listener peers are reached on
         self.listeners: list[Listener] = []
         self.broker_listeners: list[Callable[[], None]] = []  # registrations or controller changed
+        self.config_listeners: list[Callable[[str], None]] = []  # a topic's configs changed
         # Topic id -> topic, filled on lookup (Produce v13 and Fetch v13+ resolve ids per request);
         # an entry counts only while ``topics`` still holds that very TopicState.
         self._by_id: dict[uuid.UUID, TopicState] = {}
@@ -131,6 +132,15 @@ class MetadataCache:
             if endpoint is not None:
                 out.append((node_id, *endpoint, b.rack))
         return out
+
+    def notify_configs(self, before: dict[str, TopicState], after: dict[str, TopicState]) -> None:
+        """Tell the config listeners each topic whose configs differ between two images (a
+        config change touches no partition record, so ``notify`` does not carry it)."""
+        for name, topic in after.items():
+            old = before.get(name)
+            if old is not None and old.configs != topic.configs:
+                for listener in self.config_listeners:
+                    listener(name)
 
     def notify(self, partitions: set[tuple[str, int]], deleted_topics: set[str]) -> None:
         """Tell the listeners which partitions changed (and which topics are gone)."""

@@ -4,6 +4,7 @@ and kafka-log-dirs, and confluent-kafka's elect_leaders."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -111,6 +112,37 @@ def test_create_partitions_and_topic_configs_reach_every_broker(cluster):
         res = ConfigResource(ConfigResource.Type.TOPIC, topic)
         wait_for(lambda one=one, res=res: one.describe_configs([res])[res].result(15)["retention.ms"].value
                  == "123456", 30, f"broker {node.node_id} to see the new config")
+
+
+def test_a_topic_config_change_takes_effect_on_every_leader(cluster):
+    """cleanup.policy=compact altered through one broker: the leaders on the others refuse
+    keyless records at once (their logs take the new config from the metadata watch)."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    from protocol import records as rb
+    from protocol.errors import ErrorCode
+    from tests.support.raw import RawClient, produce_request
+
+    topic = f"compact-later-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=3, replication_factor=3)
+    leaders = {p: leader for p, (leader, _, _) in wait_isr_complete(cluster, topic).items()}
+    first = min(cluster.nodes)
+    admin = AdminClient({"bootstrap.servers": cluster.node(first).address})
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(15)
+
+    def refused(partition: int) -> bool:
+        with RawClient(cluster.node(leaders[partition]).address) as c:
+            batch = rb.build_batch([(None, b"no key")], timestamp=int(time.time() * 1000))
+            request = produce_request(topic, bytes(batch), partition=partition)
+            return c.request(0, 9, request).responses[0].partition_responses[0].error_code == \
+                ErrorCode.invalid_record
+
+    assert any(leader != first for leader in leaders.values()), leaders
+    for partition in leaders:
+        wait_for(lambda p=partition: refused(p), 10, f"the leader of partition {partition} to compact")
 
 
 def test_delete_records_and_delete_topic_reach_the_followers(cluster):

@@ -228,17 +228,12 @@ def topic_for_config_change(broker: BrokerServices, name: str) -> None:
 
 
 def type_error(name: str, value: str, ctype: ConfigType) -> str | None:
-    """Kafka's ConfigDef.parseType wording for a value of the wrong type, else None."""
-    v = value.strip()
+    """Kafka's ConfigDef.parseType wording for a value of the wrong type, else None (the topic
+    configs' parser, which knows Kafka's types)."""
     try:
-        if ctype in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
-            int(v)
-        elif ctype is ConfigType.DOUBLE:
-            float(v)
-        elif ctype is ConfigType.BOOLEAN and v.lower() not in ("true", "false"):
-            return f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
-    except ValueError:
-        return f"Invalid value {value} for configuration {name}: Not a number of type {ctype.name}"
+        topic_config.parse(name, ctype.name, value)
+    except ConfigError as exc:
+        return str(exc)
     return None
 
 

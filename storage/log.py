@@ -255,7 +255,7 @@ class Log:
 
     # --- appending ----------------------------------------------------------------------------
 
-    def validate_client_batch(self, data, pos: int, limit: int) -> rb.BatchHeader:
+    def validate_client_batch(self, data, pos: int, limit: int, now_ms: int) -> rb.BatchHeader:
         """Kafka's LogValidator checks for a batch from a client; raises KafkaError."""
         try:
             header = rb.check_batch(data, pos, limit)
@@ -272,37 +272,38 @@ class Log:
             raise KafkaError(ErrorCode.message_too_large,
                              f"batch of {header.size} bytes exceeds max.message.bytes "
                              f"{self.config.max_message_bytes}")
-        self._check_records(data, pos, header)
+        self._check_records(data, pos, header, now_ms)
         return header
 
-    def _check_records(self, data, pos: int, header: rb.BatchHeader) -> None:
+    def _check_records(self, data, pos: int, header: rb.BatchHeader, now: int) -> None:
         """Kafka's LogValidator record checks: a compacted topic refuses keyless records and a
         CreateTime timestamp must lie within message.timestamp.before/after.max.ms of now. Every
         refused record is named (KIP-467) and the batch is refused as a whole. The records are
         decoded only when a check can fail, so the common produce path stays header-only."""
-        if not self._records_may_fail(header):
+        if not self._records_may_fail(header, now):
             return
         try:
             _, records = rb.decode_records(memoryview(data)[pos : pos + header.size])
         except rb.CorruptRecord as exc:
             raise KafkaError(ErrorCode.corrupt_message, str(exc)) from None
-        now = int(time.time() * 1000)
         errors: list[tuple[int, str]] = []
         bad_timestamp = False
         for index, record in enumerate(records):
-            problem = self._key_problem(record) or self._timestamp_problem(header, record, now)
-            if problem:
-                errors.append((index, problem))
-                bad_timestamp |= problem.startswith(("Timestamp", "Invalid timestamp"))
+            # The key first, as Kafka's validateRecord: a keyless record is not also a bad timestamp.
+            key_problem = self._key_problem(record)
+            timestamp_problem = None if key_problem else self._timestamp_problem(header, record, now)
+            if key_problem or timestamp_problem:
+                errors.append((index, key_problem or timestamp_problem))
+                bad_timestamp |= timestamp_problem is not None
         if errors:
             raise _record_validation_error(errors, bad_timestamp)
 
-    def _records_may_fail(self, header: rb.BatchHeader) -> bool:
+    def _records_may_fail(self, header: rb.BatchHeader, now: int) -> bool:
         cfg = self.config
         return (cfg.compact or bool(header.attributes & rb.ATTR_LOG_APPEND_TIME)
                 or (cfg.message_timestamp_type == "CreateTime"
                     and (cfg.message_timestamp_before_max_ms < LONG_MAX
-                         or header.max_timestamp > time.time() * 1000 + cfg.message_timestamp_after_max_ms)))
+                         or header.max_timestamp > now + cfg.message_timestamp_after_max_ms)))
 
     def _key_problem(self, record: rb.Record) -> str | None:
         if self.config.compact and record.key is None:
@@ -341,7 +342,7 @@ class Log:
         pos = 0
         while pos < len(buf):
             if client:
-                header = self.validate_client_batch(buf, pos, len(buf))
+                header = self.validate_client_batch(buf, pos, len(buf), now_ms)
             else:
                 header = rb.check_batch(buf, pos, len(buf))
             headers.append((pos, header))

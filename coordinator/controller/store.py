@@ -1,7 +1,8 @@
 """The embedded metadata store: the single-node default, a JSON file under the data dir.
 
 Owns: the cluster id, topics (id, partition count, per-topic config overrides), each
-partition's leader, replicas, ISR and leader epoch, and the producer-id block counter. Every
+partition's leader, replicas, ISR and leader epoch, the producer-id block counter and the
+group config overrides. Every
 change is written to a temp file, fsynced and renamed before it is applied in memory, so an
 acknowledged CreateTopics or a handed-out producer-id block survives kill -9.
 
@@ -54,6 +55,7 @@ class MetadataStore(MetadataCache):
             return
         self.cluster_id = raw["cluster_id"]
         self.next_producer_id_block = raw.get("next_producer_id_block", 0)
+        self.group_configs = {g: dict(c) for g, c in raw.get("group_configs", {}).items()}
         for name, t in raw["topics"].items():
             self.topics[name] = TopicState(name, t["topic_id"],
                                            [PartitionState.from_json(p) for p in t["partitions"]],
@@ -66,6 +68,7 @@ class MetadataStore(MetadataCache):
             "topics": {n: {"topic_id": t.topic_id, "configs": t.configs,
                            "partitions": [p.to_json() for p in t.partitions]}
                        for n, t in self.topics.items()},
+            "group_configs": self.group_configs,
         }
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -98,6 +101,16 @@ class MetadataStore(MetadataCache):
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
+        self._save()
+
+    # --- groups ----------------------------------------------------------------------------
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's config overrides (none left: the group's entry goes)."""
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
         self._save()
 
     def elect_self_leader_everywhere(self) -> None:

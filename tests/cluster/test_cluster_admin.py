@@ -114,6 +114,23 @@ def test_create_partitions_and_topic_configs_reach_every_broker(cluster):
                  == "123456", 30, f"broker {node.node_id} to see the new config")
 
 
+def test_a_group_config_set_through_one_broker_is_seen_by_every_broker(cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    group = f"grp-cfg-{uuid.uuid4().hex[:6]}"
+    first = min(cluster.nodes)
+    admin = AdminClient({"bootstrap.servers": cluster.node(first).address})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(15)
+    for node in cluster.nodes.values():
+        one = AdminClient({"bootstrap.servers": node.address})
+        res = ConfigResource(ResourceType.GROUP, group)
+        wait_for(lambda one=one, res=res: one.describe_configs([res])[res].result(15)[
+            "share.auto.offset.reset"].value == "earliest", 30, f"broker {node.node_id} to see the group config")
+
+
 def test_a_topic_config_change_takes_effect_on_every_leader(cluster):
     """cleanup.policy=compact altered through one broker: the leaders on the others refuse
     keyless records at once (their logs take the new config from the metadata watch)."""

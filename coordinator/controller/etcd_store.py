@@ -340,6 +340,11 @@ class EtcdMetadataStore(MetadataCache):
             parts = parts[:next((i for i, p in enumerate(parts) if p is None), len(parts))]
         self.topics = {**self.topics, name: TopicState(name, raw["topic_id"], parts, dict(raw.get("configs", {})))}
 
+    @property
+    def applied_offset(self) -> int:
+        """The etcd revision the image has applied (DescribeQuorum's high watermark)."""
+        return self.revision
+
     async def wait_applied(self, revision: int, timeout: float = 10.0) -> None:
         """Until the image includes ``revision`` (read-your-writes for admin requests)."""
         deadline = time.monotonic() + timeout

@@ -40,6 +40,8 @@ class MetadataStore(MetadataCache):
         self.path = path
         self.cluster_id = new_cluster_id()
         self.controller_id = node_id
+        self.controller_epoch = 0  # bumped each time this broker (re)takes the controller role at start
+        self.metadata_offset = 0  # how many changes were written: the metadata log's end offset in KRaft terms
         self.next_producer_id_block = 0
         self._load()
 
@@ -55,15 +57,25 @@ class MetadataStore(MetadataCache):
             return
         self.cluster_id = raw["cluster_id"]
         self.next_producer_id_block = raw.get("next_producer_id_block", 0)
+        self.controller_epoch = raw.get("controller_epoch", 0)
+        self.metadata_offset = raw.get("metadata_offset", 0)
         self.group_configs = {g: dict(c) for g, c in raw.get("group_configs", {}).items()}
         for name, t in raw["topics"].items():
             self.topics[name] = TopicState(name, t["topic_id"],
                                            [PartitionState.from_json(p) for p in t["partitions"]],
                                            t.get("configs", {}))
 
+    @property
+    def applied_offset(self) -> int:
+        """The position of the image in the metadata history (DescribeQuorum's high watermark)."""
+        return self.metadata_offset
+
     def _save(self) -> None:
+        self.metadata_offset += 1
         raw = {
             "cluster_id": self.cluster_id,
+            "controller_epoch": self.controller_epoch,
+            "metadata_offset": self.metadata_offset,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {n: {"topic_id": t.topic_id, "configs": t.configs,
                            "partitions": [p.to_json() for p in t.partitions]}
@@ -115,6 +127,7 @@ class MetadataStore(MetadataCache):
 
     def elect_self_leader_everywhere(self) -> None:
         """At start-up this broker (re)takes leadership: every leader epoch is bumped."""
+        self.controller_epoch += 1
         for topic in self.topics.values():
             for p in topic.partitions:
                 p.leader = self.node_id

@@ -188,3 +188,20 @@ def test_delete_records_and_delete_topic_reach_the_followers(cluster):
     for node in cluster.nodes.values():
         wait_for(lambda node=node: not os.path.isdir(os.path.join(node.data_dir, f"{topic}-0")), 30,
                  f"broker {node.node_id} to delete its replica")
+
+
+def test_describe_quorum_names_the_same_controller_on_every_broker(cluster):
+    from tests.support.raw import RawClient
+
+    answers = {}
+    for node in cluster.nodes.values():
+        with RawClient(node.address) as c:  # this very broker answers, from its own image
+            r = c.call(55, 2, {"topics": [{"topic_name": "__cluster_metadata",
+                                           "partitions": [{"partition_index": 0}]}]})
+        (p,) = r.topics[0].partitions
+        answers[node.node_id] = (p.leader_id, p.leader_epoch)
+        assert sorted(v.replica_id for v in p.current_voters) == sorted(cluster.nodes)
+        own = [v.log_end_offset for v in p.current_voters if v.replica_id == node.node_id]
+        assert own == [p.high_watermark] and p.high_watermark > 0
+    assert len(set(answers.values())) == 1, answers
+    assert answers[min(answers)][0] in cluster.nodes

@@ -11,6 +11,7 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
     partitions/<name>/<index>       PartitionState (leader, leader epoch, replicas, ISR, partition epoch)
     producer_id_block               the next free producer-id block
     group_configs/<group id>        a group's config overrides (GROUP config resource)
+    scram/<user>                    a user's SCRAM credentials by mechanism
 
 Every write is one etcd transaction that compares what it depends on: a topic is created only
 if absent, a partition changes only at the mod_revision this broker read (and, for controller
@@ -215,6 +216,7 @@ class EtcdMetadataStore(MetadataCache):
         self._topic_raw.clear()
         self._parts.clear()
         self.group_configs = {}
+        self.scram_credentials = {}
         self.brokers = {}
         self.controller_id, self.controller_epoch = -1, 0
         for kv in result:
@@ -304,6 +306,8 @@ class EtcdMetadataStore(MetadataCache):
             return parts[1]
         elif kind == "group_configs":
             self.group_configs = {**self.group_configs, "/".join(parts[1:]): json.loads(value)}
+        elif kind == "scram":
+            self.scram_credentials = {**self.scram_credentials, "/".join(parts[1:]): json.loads(value)}
         return None
 
     def _apply_delete(self, key: bytes) -> str | None:
@@ -322,6 +326,9 @@ class EtcdMetadataStore(MetadataCache):
         elif kind == "group_configs":
             group_id = "/".join(parts[1:])
             self.group_configs = {g: c for g, c in self.group_configs.items() if g != group_id}
+        elif kind == "scram":
+            user = "/".join(parts[1:])
+            self.scram_credentials = {u: c for u, c in self.scram_credentials.items() if u != user}
         return None
 
     def _rebuild_topic(self, name: str) -> None:
@@ -448,6 +455,16 @@ class EtcdMetadataStore(MetadataCache):
         op = (self.client.transactions.put(key, _dumps(dict(configs))) if configs
               else self.client.transactions.delete(key))
         _ok, revision = await self._txn([], [op])
+        await self.wait_applied(revision)
+
+    async def alter_scram_credentials(self, changes: dict[str, dict[str, dict]]) -> None:
+        """Replace each named user's credentials in one transaction (empty: the user's key goes)."""
+        t = self.client.transactions
+        ops = [t.put(self.key("scram", user), _dumps(creds)) if creds else t.delete(self.key("scram", user))
+               for user, creds in changes.items()]
+        if len(ops) > MAX_TXN_OPS:
+            raise KafkaError(ErrorCode.policy_violation, f"At most {MAX_TXN_OPS} users can be altered at once")
+        _ok, revision = await self._txn([], ops)
         await self.wait_applied(revision)
 
     async def alter_partitions(self, changes: Iterable[tuple[str, int, PartitionState, int]],

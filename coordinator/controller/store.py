@@ -1,8 +1,8 @@
 """The embedded metadata store: the single-node default, a JSON file under the data dir.
 
 Owns: the cluster id, topics (id, partition count, per-topic config overrides), each
-partition's leader, replicas, ISR and leader epoch, the producer-id block counter and the
-group config overrides. Every
+partition's leader, replicas, ISR and leader epoch, the producer-id block counter, the
+group config overrides and the SCRAM credentials. Every
 change is written to a temp file, fsynced and renamed before it is applied in memory, so an
 acknowledged CreateTopics or a handed-out producer-id block survives kill -9.
 
@@ -60,6 +60,7 @@ class MetadataStore(MetadataCache):
         self.controller_epoch = raw.get("controller_epoch", 0)
         self.metadata_offset = raw.get("metadata_offset", 0)
         self.group_configs = {g: dict(c) for g, c in raw.get("group_configs", {}).items()}
+        self.scram_credentials = raw.get("scram_credentials", {})
         for name, t in raw["topics"].items():
             self.topics[name] = TopicState(name, t["topic_id"],
                                            [PartitionState.from_json(p) for p in t["partitions"]],
@@ -81,6 +82,7 @@ class MetadataStore(MetadataCache):
                            "partitions": [p.to_json() for p in t.partitions]}
                        for n, t in self.topics.items()},
             "group_configs": self.group_configs,
+            "scram_credentials": self.scram_credentials,
         }
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -123,6 +125,15 @@ class MetadataStore(MetadataCache):
             self.group_configs[group_id] = dict(configs)
         else:
             self.group_configs.pop(group_id, None)
+        self._save()
+
+    def alter_scram_credentials(self, changes: dict[str, dict[str, dict]]) -> None:
+        """Replace each named user's credentials at once (an empty set removes the user)."""
+        for user, credentials in changes.items():
+            if credentials:
+                self.scram_credentials[user] = credentials
+            else:
+                self.scram_credentials.pop(user, None)
         self._save()
 
     def elect_self_leader_everywhere(self) -> None:

@@ -205,3 +205,21 @@ def test_describe_quorum_names_the_same_controller_on_every_broker(cluster):
         assert own == [p.high_watermark] and p.high_watermark > 0
     assert len(set(answers.values())) == 1, answers
     assert answers[min(answers)][0] in cluster.nodes
+
+
+def test_scram_credentials_altered_on_one_broker_are_described_by_every_broker(cluster):
+    from tests.support.raw import RawClient
+
+    user = f"scram-{uuid.uuid4().hex[:6]}"
+    with RawClient(cluster.node(min(cluster.nodes)).address) as c:
+        r = c.call(51, 0, {"deletions": [], "upsertions": [{"name": user, "mechanism": 2, "iterations": 8192,
+                                                            "salt": b"salt", "salted_password": b"x" * 64}]})
+        assert [(x.user, x.error_code) for x in r.results] == [(user, 0)]
+
+    def described(node) -> list:
+        with RawClient(node.address) as c:  # this broker's own image
+            (result,) = c.call(50, 0, {"users": [{"name": user}]}).results
+            return [(i.mechanism, i.iterations) for i in result.credential_infos]
+
+    for node in cluster.nodes.values():
+        wait_for(lambda node=node: described(node) == [(2, 8192)], 30, f"broker {node.node_id} to see {user}")

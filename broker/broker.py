@@ -68,6 +68,8 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
         self.txn_coordinator = None
+        self.share_coordinator = None
+        self.share_manager = None
         self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
         self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
         self.metrics_server: asyncio.AbstractServer | None = None
@@ -112,6 +114,7 @@ class Broker:
         self.txn_services = BrokerTxnServices(self)
         self.txn_coordinator = TransactionCoordinator(self.txn_services)
         await self.txn_coordinator.start()
+        self._start_share_groups()
         self.replica_manager.on_leader.append(self._coordinators_elected)
         self.replica_manager.on_follower.append(self._coordinators_resigned)
         if self.clustered:
@@ -229,13 +232,33 @@ class Broker:
         """A follower appended records: long-polling fetches of this broker may care."""
         part.wake_waiters()
 
+    def _start_share_groups(self) -> None:
+        """The share coordinator (``__share_group_state``) and the share-partition manager."""
+        from coordinator.share.manager import SharePartitionManager
+        from coordinator.share.persister import STATE_TOPIC, ShareCoordinator, StatePersister
+
+        from .coordinator_services import BrokerCoordinatorServices, BrokerShareServices
+        from .share_remote import RemoteShareCoordinatorClient
+        self.share_coordinator = ShareCoordinator(BrokerCoordinatorServices(self))
+        for p, epoch in BrokerCoordinatorServices(self).led_partitions(STATE_TOPIC).items():
+            self.share_coordinator.on_become_leader(p, epoch)
+        remote = RemoteShareCoordinatorClient(self) if self.clustered else None
+        self.share_manager = SharePartitionManager(BrokerShareServices(self),
+                                                   StatePersister(self.share_coordinator, remote))
+
     def _coordinators_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic == "__share_group_state" and self.share_coordinator is not None:
+            self.share_coordinator.on_become_leader(partition, leader_epoch)
         if topic == "__consumer_offsets" and self.group_coordinator is not None:
             self.group_coordinator.on_become_leader(partition, leader_epoch)
         elif topic == "__transaction_state" and self.txn_coordinator is not None:
             self.txn_coordinator.on_election(partition, leader_epoch)
 
     def _coordinators_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if self.share_manager is not None:
+            self.share_manager.forget_partition(topic, partition)
+        if topic == "__share_group_state" and self.share_coordinator is not None:
+            self.share_coordinator.on_resign(partition, leader_epoch)
         if topic == "__consumer_offsets" and self.group_coordinator is not None:
             self.group_coordinator.on_resign(partition, leader_epoch)
         elif topic == "__transaction_state" and self.txn_coordinator is not None:
@@ -323,6 +346,8 @@ class Broker:
             self.txn_services.client.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.share_manager is not None:
+            await self.share_manager.stop()
         if self.replica_manager.fetchers is not None:
             await self.replica_manager.fetchers.stop()
         if self.clustered:

@@ -77,3 +77,28 @@ class BrokerCoordinatorServices:
         plog = self.local_log(topic, partition)
         for seg, pos, header in plog.batches(plog.log_start_offset, plog.log_end_offset):
             yield seg.read_batch(pos, header)
+
+
+class BrokerShareServices:
+    """What the share-partition manager needs (:class:`coordinator.share.manager.ShareServices`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def config(self, key: str) -> Any:
+        return self.broker.config.get(key)
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """The GROUP config overrides set with IncrementalAlterConfigs (none until main has them)."""
+        return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {})
+
+    def leader_log(self, topic: str, partition: int) -> Log:
+        return self.broker.replica_manager.leader_partition(topic, partition).log
+
+    def wake(self, topic: str, partition: int) -> None:
+        part = self.broker.replica_manager.partitions.get((topic, partition))
+        if part is not None:
+            part.wake_waiters()
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from coordinator.controller.metadata import MetadataCache
     from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
+    from coordinator.share.manager import SharePartitionManager
+    from coordinator.share.persister import ShareCoordinator
     from coordinator.transaction.coordinator import TransactionCoordinator
 
     from .config import BrokerConfig
@@ -34,6 +36,8 @@ class BrokerServices(Protocol):
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator
     txn_coordinator: TransactionCoordinator
+    share_coordinator: ShareCoordinator
+    share_manager: SharePartitionManager
     txn_services: BrokerTxnServices
     dynamic_broker_configs: Any
 

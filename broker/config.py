@@ -216,17 +216,6 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("share.coordinator.state.topic.min.isr", int, 2, *at_least(1)),
     _k("share.coordinator.state.topic.num.partitions", int, 50, *at_least(1)),
     _k("share.coordinator.write.timeout.ms", int, 5000, *at_least(1)),
-    # Share groups (KIP-932): the share-partition's broker defaults (group configs override).
-    _k("group.share.record.lock.duration.ms", int, 30000, *at_least(1000)),
-    _k("group.share.min.record.lock.duration.ms", int, 15000, *at_least(1000)),
-    _k("group.share.max.record.lock.duration.ms", int, 60000, *at_least(1000)),
-    _k("group.share.delivery.count.limit", int, 5, lambda v: 2 <= v <= 10, "must be in [2, 10]"),
-    _k("group.share.min.delivery.count.limit", int, 2, *at_least(2)),
-    _k("group.share.max.delivery.count.limit", int, 10, *at_least(2)),
-    _k("group.share.partition.max.record.locks", int, 2000, *at_least(100)),
-    _k("group.share.min.partition.max.record.locks", int, 100, *at_least(100)),
-    _k("group.share.max.partition.max.record.locks", int, 4000, *at_least(100)),
-    _k("group.share.max.share.sessions", int, 2000, *at_least(1)),
     _k("unclean.leader.election.enable", _bool, False),
     _k("metrics.listener", str, "127.0.0.1:9404"),
     # Test-only fault points (comma list), e.g. txn.markers.pause holds transaction markers.

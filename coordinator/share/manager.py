@@ -31,6 +31,7 @@ import structlog
 
 from protocol.errors import ErrorCode, KafkaError
 
+from ..group.group_config import config_value
 from .partition import (
     AckBatch,
     Acquisition,
@@ -111,18 +112,15 @@ class SharePartitionManager:
         """The group's overrides (IncrementalAlterConfigs on the GROUP), else the broker's."""
         overrides = self.s.group_config(group_id)
 
-        def pick(key: str, broker_key: str | None, default: Any) -> Any:
-            raw = overrides.get(key)
-            if raw is not None:
-                return type(default)(raw)
-            return self.s.config(broker_key) if broker_key else default
+        def value(name: str) -> Any:
+            return config_value(overrides, name, self.s.config)
 
         return ShareConfig(
-            record_lock_duration_ms=pick("share.record.lock.duration.ms", "group.share.record.lock.duration.ms", 0),
-            delivery_count_limit=pick("share.delivery.count.limit", "group.share.delivery.count.limit", 0),
-            max_record_locks=pick("share.partition.max.record.locks", "group.share.partition.max.record.locks", 0),
-            auto_offset_reset=pick("share.auto.offset.reset", None, "latest").strip().lower(),
-            isolation_level=pick("share.isolation.level", None, "read_uncommitted").strip().lower(),
+            record_lock_duration_ms=value("share.record.lock.duration.ms"),
+            delivery_count_limit=value("share.delivery.count.limit"),
+            max_record_locks=value("share.partition.max.record.locks"),
+            auto_offset_reset=value("share.auto.offset.reset"),
+            isolation_level=value("share.isolation.level"),
         )
 
     # --- sessions -----------------------------------------------------------------------------

@@ -24,13 +24,14 @@ Differs from Apache Kafka's ``SharePartition``:
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from protocol import records as rb
 from protocol.errors import ErrorCode
+
+from ..group.group_config import parse_share_auto_offset_reset
 
 
 class RecordState(enum.Enum):
@@ -159,26 +160,17 @@ class PersistedState:
     batches: list[StateBatch] = field(default_factory=list)
 
 
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.I)
-
-
-def parse_by_duration_ms(value: str) -> int | None:
-    """The duration of ``by_duration:PnDTnHnMn.nS`` in ms, None if it is not one."""
-    if not value.lower().startswith("by_duration:"):
-        return None
-    m = _DURATION.match(value.split(":", 1)[1].strip())
-    if m is None or not any(m.groups()):
-        return None
-    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
-    return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
-
-
 def reset_offset(log: ShareLog, strategy: str, now_ms: int, read_committed: bool) -> int:
-    """Where a share-partition with no state starts (``share.auto.offset.reset``)."""
+    """Where a share-partition with no state starts (``share.auto.offset.reset``): the log
+    start, the end (high watermark, or LSO under read_committed), or the first record at or
+    after now minus the duration (the end if there is none)."""
     end = log.last_stable_offset if read_committed else log.high_watermark
-    if strategy == "earliest":
+    try:
+        kind, duration = parse_share_auto_offset_reset(strategy)
+    except ValueError:
+        kind, duration = "latest", None
+    if kind == "earliest":
         return log.log_start_offset
-    duration = parse_by_duration_ms(strategy)
     if duration is not None:
         found = log.offset_for_timestamp(now_ms - duration, end)
         return end if found is None else found[0]

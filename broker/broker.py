@@ -67,6 +67,7 @@ class Broker:
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
+        self.share_group_coordinator = None
         self.txn_coordinator = None
         self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
         self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
@@ -105,6 +106,7 @@ class Broker:
 
         from .coordinator_services import BrokerCoordinatorServices
         self.group_coordinator = GroupCoordinator(BrokerCoordinatorServices(self))
+        self.share_group_coordinator = self._share_group_coordinator(self.group_coordinator)
         await self.group_coordinator.start()
         from coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -166,6 +168,15 @@ class Broker:
         if node_id == self.node_id:
             return self.advertised.get(listener or self.inter_broker_listener)
         return self.metadata.endpoint(node_id, listener)
+
+    def _share_group_coordinator(self, group_coordinator):
+        """Share groups (KIP-932) live beside the classic groups, in the same partitions."""
+        from coordinator.share.membership import ShareGroupCoordinator
+
+        from .coordinator_services import BrokerShareGroupServices
+        share = ShareGroupCoordinator(group_coordinator, BrokerShareGroupServices(self))
+        group_coordinator.other_group_types.append(share)
+        return share
 
     def _registration(self) -> BrokerRegistration:
         return BrokerRegistration(self.node_id, self.host, self.port, self.config["broker.rack"],

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from coordinator.controller.metadata import MetadataCache
     from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
+    from coordinator.share.membership import ShareGroupCoordinator
     from coordinator.transaction.coordinator import TransactionCoordinator
 
     from .config import BrokerConfig
@@ -33,6 +34,7 @@ class BrokerServices(Protocol):
     replica_manager: ReplicaManager
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator
+    share_group_coordinator: ShareGroupCoordinator
     txn_coordinator: TransactionCoordinator
     txn_services: BrokerTxnServices
     dynamic_broker_configs: Any

@@ -67,6 +67,7 @@ class Broker:
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
+        self.share_group_coordinator = None
         self.txn_coordinator = None
         self.share_coordinator = None
         self.share_manager = None
@@ -107,6 +108,7 @@ class Broker:
 
         from .coordinator_services import BrokerCoordinatorServices
         self.group_coordinator = GroupCoordinator(BrokerCoordinatorServices(self))
+        self.share_group_coordinator = self._share_group_coordinator(self.group_coordinator)
         await self.group_coordinator.start()
         from coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -169,6 +171,15 @@ class Broker:
         if node_id == self.node_id:
             return self.advertised.get(listener or self.inter_broker_listener)
         return self.metadata.endpoint(node_id, listener)
+
+    def _share_group_coordinator(self, group_coordinator):
+        """Share groups (KIP-932) live beside the classic groups, in the same partitions."""
+        from coordinator.share.membership import ShareGroupCoordinator
+
+        from .coordinator_services import BrokerShareGroupServices
+        share = ShareGroupCoordinator(group_coordinator, BrokerShareGroupServices(self))
+        group_coordinator.other_group_types.append(share)
+        return share
 
     def _registration(self) -> BrokerRegistration:
         return BrokerRegistration(self.node_id, self.host, self.port, self.config["broker.rack"],
@@ -245,6 +256,8 @@ class Broker:
         remote = RemoteShareCoordinatorClient(self) if self.clustered else None
         self.share_manager = SharePartitionManager(BrokerShareServices(self),
                                                    StatePersister(self.share_coordinator, remote))
+        if self.share_group_coordinator is not None:
+            self.share_group_coordinator.state = self.share_manager  # DeleteGroups drops the state
 
     def _coordinators_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic == "__share_group_state" and self.share_coordinator is not None:

@@ -9,6 +9,7 @@ back as a Kafka error code, which the coordinators map to what clients are told.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +80,29 @@ class BrokerCoordinatorServices:
             yield seg.read_batch(pos, header)
 
 
+class BrokerShareGroupServices:
+    """What share-group membership reads of the broker
+    (:class:`coordinator.share.membership.ShareGroupServices`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def config(self, key: str) -> Any:
+        return self.broker.config.get(key)
+
+    def group_config(self, group_id: str, key: str) -> str | None:
+        # The per-group overrides set with IncrementalAlterConfigs on a GROUP resource.
+        return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {}).get(key)
+
+    def topic_metadata(self, name: str) -> tuple[uuid.UUID, int] | None:
+        state = self.broker.metadata.topics.get(name)
+        return None if state is None else (state.uuid, len(state.partitions))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        state = self.broker.metadata.topic_by_id(topic_id)
+        return None if state is None else state.name
+
+
 class BrokerShareServices:
     """What the share-partition manager needs (:class:`coordinator.share.manager.ShareServices`)."""
 
@@ -102,3 +126,4 @@ class BrokerShareServices:
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
+

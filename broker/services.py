@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
     from coordinator.share.manager import SharePartitionManager
+    from coordinator.share.membership import ShareGroupCoordinator
     from coordinator.share.persister import ShareCoordinator
     from coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -35,6 +36,7 @@ class BrokerServices(Protocol):
     replica_manager: ReplicaManager
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator
+    share_group_coordinator: ShareGroupCoordinator
     txn_coordinator: TransactionCoordinator
     share_coordinator: ShareCoordinator
     share_manager: SharePartitionManager

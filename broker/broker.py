@@ -71,6 +71,7 @@ class Broker:
         self.txn_coordinator = None
         self.share_coordinator = None
         self.share_manager = None
+        self.share_offsets = None
         self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
         self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
         self.metrics_server: asyncio.AbstractServer | None = None
@@ -245,10 +246,11 @@ class Broker:
 
     def _start_share_groups(self) -> None:
         """The share coordinator (``__share_group_state``) and the share-partition manager."""
+        from coordinator.share.admin import ShareGroupOffsets
         from coordinator.share.manager import SharePartitionManager
         from coordinator.share.persister import STATE_TOPIC, ShareCoordinator, StatePersister
 
-        from .coordinator_services import BrokerCoordinatorServices, BrokerShareServices
+        from .coordinator_services import BrokerCoordinatorServices, BrokerShareAdminView, BrokerShareServices
         from .share_remote import RemoteShareCoordinatorClient
         self.share_coordinator = ShareCoordinator(BrokerCoordinatorServices(self))
         for p, epoch in BrokerCoordinatorServices(self).led_partitions(STATE_TOPIC).items():
@@ -258,6 +260,8 @@ class Broker:
                                                    StatePersister(self.share_coordinator, remote))
         if self.share_group_coordinator is not None:
             self.share_group_coordinator.state = self.share_manager  # DeleteGroups drops the state
+        view = BrokerShareAdminView(self)
+        self.share_offsets = ShareGroupOffsets(self.share_manager, view, view)
 
     def _coordinators_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
         if topic == "__share_group_state" and self.share_coordinator is not None:

@@ -127,3 +127,38 @@ class BrokerShareServices:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
+
+
+class BrokerShareAdminView:
+    """What share-group offsets administration reads of the broker
+    (:class:`coordinator.share.admin.ShareGroups` and ``TopicView``)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def coordinator_error(self, group_id: str) -> int:
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        return self.broker.group_coordinator.coordinator_error(group_id)
+
+    def member_count(self, group_id: str) -> int | None:
+        share = self.broker.share_group_coordinator
+        if share is None or not share.owns(group_id):
+            return None
+        return len(share.groups[group_id].members)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        state = self.broker.metadata.topics.get(name)
+        return None if state is None else state.uuid
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        state = self.broker.metadata.topic_by_id(topic_id)
+        return None if state is None else state.name
+
+    def partition_count(self, name: str) -> int | None:
+        state = self.broker.metadata.topics.get(name)
+        return None if state is None else len(state.partitions)
+
+    def high_watermark(self, name: str, partition: int) -> int | None:
+        part = self.broker.replica_manager.partitions.get((name, partition))
+        return None if part is None else part.log.high_watermark

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from coordinator.controller.metadata import MetadataCache
     from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
+    from coordinator.share.admin import ShareGroupOffsets
     from coordinator.share.manager import SharePartitionManager
     from coordinator.share.membership import ShareGroupCoordinator
     from coordinator.share.persister import ShareCoordinator
@@ -40,6 +41,7 @@ class BrokerServices(Protocol):
     txn_coordinator: TransactionCoordinator
     share_coordinator: ShareCoordinator
     share_manager: SharePartitionManager
+    share_offsets: ShareGroupOffsets
     txn_services: BrokerTxnServices
     dynamic_broker_configs: Any
 

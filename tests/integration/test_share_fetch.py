@@ -207,3 +207,37 @@ def test_share_partition_state_survives_a_restart(own_broker):
     m = Member(b.bootstrap, group, topic_id)
     assert m.poll(2) == [(0, 2, 2), (0, 3, 2)]
     m.close()
+
+
+def _describe(bootstrap: str, group: str, topic: str) -> tuple:
+    with RawClient(bootstrap) as c:
+        resp = c.call(90, 1, {"groups": [{"group_id": group, "topics": [{"topic_name": topic, "partitions": [0]}]}]})
+    g = resp.groups[0]
+    assert g.error_code == 0, g
+    p = g.topics[0].partitions[0]
+    return p.error_code, p.start_offset, p.lag
+
+
+def test_share_group_offsets_are_described_altered_and_deleted(broker, share_topic):
+    name, topic_id = share_topic
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    assert _describe(broker.bootstrap, group, name) == (0, -1, -1)  # never fetched
+    m = _member(broker, topic_id, group)
+    _produce(broker.bootstrap, name, [b"0", b"1", b"2"])
+    assert len(m.poll(3)) == 3
+    assert m.acknowledge({0: [(0, 1, [ACCEPT])]}).responses[0].partitions[0].error_code == 0
+    assert _describe(broker.bootstrap, group, name) == (0, 2, 1)
+    m.fetch(epoch=-1)
+    m.close()
+    with RawClient(broker.bootstrap) as c:
+        altered = c.call(91, 0, {"group_id": group, "topics": [
+            {"topic_name": name, "partitions": [{"partition_index": 0, "start_offset": 0}]},
+            {"topic_name": "no-such-topic", "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+    assert altered.error_code == 0
+    assert [t.partitions[0].error_code for t in altered.responses] == [0, ErrorCode.unknown_topic_or_partition]
+    assert _describe(broker.bootstrap, group, name)[:2] == (0, 0)
+    again = Member(broker.bootstrap, group, topic_id)
+    assert [o for _, o, _ in again.poll(3)] == [0, 1, 2]
+    again.close()
+    unknown = _describe(broker.bootstrap, group, "no-such-topic")
+    assert unknown[0] == ErrorCode.unknown_topic_or_partition

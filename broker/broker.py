@@ -72,6 +72,7 @@ class Broker:
         self.share_coordinator = None
         self.share_manager = None
         self.share_offsets = None
+        self.share_remote = None
         self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
         self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
         self.metrics_server: asyncio.AbstractServer | None = None
@@ -255,7 +256,7 @@ class Broker:
         self.share_coordinator = ShareCoordinator(BrokerCoordinatorServices(self))
         for p, epoch in BrokerCoordinatorServices(self).led_partitions(STATE_TOPIC).items():
             self.share_coordinator.on_become_leader(p, epoch)
-        remote = RemoteShareCoordinatorClient(self) if self.clustered else None
+        remote = self.share_remote = RemoteShareCoordinatorClient(self) if self.clustered else None
         self.share_manager = SharePartitionManager(BrokerShareServices(self),
                                                    StatePersister(self.share_coordinator, remote))
         if self.share_group_coordinator is not None:
@@ -365,6 +366,8 @@ class Broker:
             await self.group_coordinator.stop()
         if self.share_manager is not None:
             await self.share_manager.stop()
+        if self.share_remote is not None:
+            self.share_remote.close()
         if self.replica_manager.fetchers is not None:
             await self.replica_manager.fetchers.stop()
         if self.clustered:

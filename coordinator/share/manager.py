@@ -212,6 +212,8 @@ class SharePartitionManager:
             sp.leader_epoch = leader_epoch
             entry = _Entry(sp, topic_id)
             self.entries[key] = entry
+            log.debug("share_partition_initialized", group=group_id, topic=topic, partition=partition,
+                      start_offset=sp.start_offset, fresh=fresh, reset=config.auto_offset_reset)
             if fresh:
                 await self._persist(key, entry)
             return sp

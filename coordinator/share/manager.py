@@ -14,8 +14,9 @@ The broker hands it a :class:`ShareServices`; it never imports ``broker/``.
 
 Differs from Apache Kafka: no delayed-share-fetch purgatory (the handler long-polls on the
 partitions' data waiters, which a share-partition also wakes when records become available
-again); a member's records are released when its connection's session ends, or when the group
-coordinator says the member left (``release_member``).
+again); a member's records are released when its connection's session ends (final epoch or a
+closed connection), not yet when the group coordinator fences the member (``release_member``
+is there for it to call).
 """
 
 from __future__ import annotations

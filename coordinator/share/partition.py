@@ -17,6 +17,9 @@ Differs from Apache Kafka's ``SharePartition``:
 - Control batches and, under read_committed, aborted transactional batches are archived here
   when they are reached, and never handed to a consumer; Kafka hands the whole range and
   lets the client acknowledge the gaps (GAP) and archive the aborted batches it skips.
+- The in-flight cap (``share.partition.max.record.locks``) is strict: new records are acquired
+  only up to it, splitting a log batch if needed; Kafka checks the cap before acquiring and
+  then takes whole batches, so one fetch may overshoot it.
 - A broker crash while records are ACQUIRED leaves them AVAILABLE with the delivery count
   last persisted (the same as Kafka, which persists only on acknowledgement and release).
 """

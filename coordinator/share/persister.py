@@ -9,7 +9,7 @@ becomes leader, keeps the last state per key in memory, and writes each new stat
 record appended with acks=all before it is visible, so a restarted broker (kill -9) or the next
 leader after a leader change reads what was acknowledged. The share-partition leader reaches
 the share coordinator in-process when it is the same broker, and otherwise with Kafka's
-Read/WriteShareGroupState requests (keys 84/85) through ``remote``.
+Read/Write/DeleteShareGroupState requests (keys 84-86) through ``remote``.
 
 Differs from Apache Kafka's share coordinator (``ShareCoordinatorShard``):
 - every write is a full snapshot (Kafka's ShareSnapshot); there are no ShareUpdate deltas,
@@ -17,7 +17,12 @@ Differs from Apache Kafka's share coordinator (``ShareCoordinatorShard``):
 - records are JSON (key ``{"g", "t", "p"}``, value the state), not Kafka's ShareSnapshotKey /
   ShareSnapshotValue schemas, so the topic cannot be read by Kafka's tools;
 - leader epochs are not fenced (a write from a deposed share-partition leader is accepted):
-  the partition leader is the only writer while it leads.
+  the partition leader is the only writer while it leads;
+- no InitializeShareGroupState / ReadShareGroupStateSummary: a share-partition is initialized
+  by its leader on first fetch, and summaries are read with ReadShareGroupState;
+- listing a group's share-partitions (DeleteGroups, DescribeShareGroupOffsets without topics)
+  sees only the ``__share_group_state`` partitions this broker leads; Kafka lists them from the
+  group's initialized-partitions record instead.
 """
 
 from __future__ import annotations

@@ -67,7 +67,12 @@ class Broker:
         self.controller: Controller | None = None
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
+        self.share_group_coordinator = None
         self.txn_coordinator = None
+        self.share_coordinator = None
+        self.share_manager = None
+        self.share_offsets = None
+        self.share_remote = None
         self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
         self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
         self.metrics_server: asyncio.AbstractServer | None = None
@@ -105,6 +110,7 @@ class Broker:
 
         from .coordinator_services import BrokerCoordinatorServices
         self.group_coordinator = GroupCoordinator(BrokerCoordinatorServices(self))
+        self.share_group_coordinator = self._share_group_coordinator(self.group_coordinator)
         await self.group_coordinator.start()
         from coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -112,6 +118,7 @@ class Broker:
         self.txn_services = BrokerTxnServices(self)
         self.txn_coordinator = TransactionCoordinator(self.txn_services)
         await self.txn_coordinator.start()
+        self._start_share_groups()
         self.replica_manager.on_leader.append(self._coordinators_elected)
         self.replica_manager.on_follower.append(self._coordinators_resigned)
         if self.clustered:
@@ -166,6 +173,15 @@ class Broker:
         if node_id == self.node_id:
             return self.advertised.get(listener or self.inter_broker_listener)
         return self.metadata.endpoint(node_id, listener)
+
+    def _share_group_coordinator(self, group_coordinator):
+        """Share groups (KIP-932) live beside the classic groups, in the same partitions."""
+        from coordinator.share.membership import ShareGroupCoordinator
+
+        from .coordinator_services import BrokerShareGroupServices
+        share = ShareGroupCoordinator(group_coordinator, BrokerShareGroupServices(self))
+        group_coordinator.other_group_types.append(share)
+        return share
 
     def _registration(self) -> BrokerRegistration:
         return BrokerRegistration(self.node_id, self.host, self.port, self.config["broker.rack"],
@@ -229,13 +245,38 @@ class Broker:
         """A follower appended records: long-polling fetches of this broker may care."""
         part.wake_waiters()
 
+    def _start_share_groups(self) -> None:
+        """The share coordinator (``__share_group_state``) and the share-partition manager."""
+        from coordinator.share.admin import ShareGroupOffsets
+        from coordinator.share.manager import SharePartitionManager
+        from coordinator.share.persister import STATE_TOPIC, ShareCoordinator, StatePersister
+
+        from .coordinator_services import BrokerCoordinatorServices, BrokerShareAdminView, BrokerShareServices
+        from .share_remote import RemoteShareCoordinatorClient
+        self.share_coordinator = ShareCoordinator(BrokerCoordinatorServices(self))
+        for p, epoch in BrokerCoordinatorServices(self).led_partitions(STATE_TOPIC).items():
+            self.share_coordinator.on_become_leader(p, epoch)
+        remote = self.share_remote = RemoteShareCoordinatorClient(self) if self.clustered else None
+        self.share_manager = SharePartitionManager(BrokerShareServices(self),
+                                                   StatePersister(self.share_coordinator, remote))
+        if self.share_group_coordinator is not None:
+            self.share_group_coordinator.state = self.share_manager  # DeleteGroups drops the state
+        view = BrokerShareAdminView(self)
+        self.share_offsets = ShareGroupOffsets(self.share_manager, view, view)
+
     def _coordinators_elected(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if topic == "__share_group_state" and self.share_coordinator is not None:
+            self.share_coordinator.on_become_leader(partition, leader_epoch)
         if topic == "__consumer_offsets" and self.group_coordinator is not None:
             self.group_coordinator.on_become_leader(partition, leader_epoch)
         elif topic == "__transaction_state" and self.txn_coordinator is not None:
             self.txn_coordinator.on_election(partition, leader_epoch)
 
     def _coordinators_resigned(self, topic: str, partition: int, leader_epoch: int) -> None:
+        if self.share_manager is not None:
+            self.share_manager.forget_partition(topic, partition)
+        if topic == "__share_group_state" and self.share_coordinator is not None:
+            self.share_coordinator.on_resign(partition, leader_epoch)
         if topic == "__consumer_offsets" and self.group_coordinator is not None:
             self.group_coordinator.on_resign(partition, leader_epoch)
         elif topic == "__transaction_state" and self.txn_coordinator is not None:
@@ -323,6 +364,10 @@ class Broker:
             self.txn_services.client.close()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.share_manager is not None:
+            await self.share_manager.stop()
+        if self.share_remote is not None:
+            self.share_remote.close()
         if self.replica_manager.fetchers is not None:
             await self.replica_manager.fetchers.stop()
         if self.clustered:

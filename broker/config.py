@@ -212,8 +212,10 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000, *at_least(1)),
     _k("transaction.partition.verification.enable", _bool, True),
     _k("producer.id.expiration.ms", int, 86400000, *at_least(1)),
-    _k("share.coordinator.state.topic.replication.factor", int, 3, ignored=True),
-    _k("share.coordinator.state.topic.min.isr", int, 2, ignored=True),
+    _k("share.coordinator.state.topic.replication.factor", int, 3, *at_least(1)),
+    _k("share.coordinator.state.topic.min.isr", int, 2, *at_least(1)),
+    _k("share.coordinator.state.topic.num.partitions", int, 50, *at_least(1)),
+    _k("share.coordinator.write.timeout.ms", int, 5000, *at_least(1)),
     _k("unclean.leader.election.enable", _bool, False),
     _k("metrics.listener", str, "127.0.0.1:9404"),
     # Test-only fault points (comma list), e.g. txn.markers.pause holds transaction markers.

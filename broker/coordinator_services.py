@@ -9,6 +9,7 @@ back as a Kafka error code, which the coordinators map to what clients are told.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -77,3 +78,87 @@ class BrokerCoordinatorServices:
         plog = self.local_log(topic, partition)
         for seg, pos, header in plog.batches(plog.log_start_offset, plog.log_end_offset):
             yield seg.read_batch(pos, header)
+
+
+class BrokerShareGroupServices:
+    """What share-group membership reads of the broker
+    (:class:`coordinator.share.membership.ShareGroupServices`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def config(self, key: str) -> Any:
+        return self.broker.config.get(key)
+
+    def group_config(self, group_id: str, key: str) -> str | None:
+        # The per-group overrides set with IncrementalAlterConfigs on a GROUP resource.
+        return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {}).get(key)
+
+    def topic_metadata(self, name: str) -> tuple[uuid.UUID, int] | None:
+        state = self.broker.metadata.topics.get(name)
+        return None if state is None else (state.uuid, len(state.partitions))
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        state = self.broker.metadata.topic_by_id(topic_id)
+        return None if state is None else state.name
+
+
+class BrokerShareServices:
+    """What the share-partition manager needs (:class:`coordinator.share.manager.ShareServices`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def config(self, key: str) -> Any:
+        return self.broker.config.get(key)
+
+    def group_config(self, group_id: str) -> dict[str, str]:
+        """The GROUP config overrides set with IncrementalAlterConfigs (none until main has them)."""
+        return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {})
+
+    def leader_log(self, topic: str, partition: int) -> Log:
+        return self.broker.replica_manager.leader_partition(topic, partition).log
+
+    def wake(self, topic: str, partition: int) -> None:
+        part = self.broker.replica_manager.partitions.get((topic, partition))
+        if part is not None:
+            part.wake_waiters()
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+
+class BrokerShareAdminView:
+    """What share-group offsets administration reads of the broker
+    (:class:`coordinator.share.admin.ShareGroups` and ``TopicView``)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def coordinator_error(self, group_id: str) -> int:
+        if not group_id:
+            return ErrorCode.invalid_group_id
+        return self.broker.group_coordinator.coordinator_error(group_id)
+
+    def member_count(self, group_id: str) -> int | None:
+        share = self.broker.share_group_coordinator
+        if share is None or not share.owns(group_id):
+            return None
+        return len(share.groups[group_id].members)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        state = self.broker.metadata.topics.get(name)
+        return None if state is None else state.uuid
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        state = self.broker.metadata.topic_by_id(topic_id)
+        return None if state is None else state.name
+
+    def partition_count(self, name: str) -> int | None:
+        state = self.broker.metadata.topics.get(name)
+        return None if state is None else len(state.partitions)
+
+    def high_watermark(self, name: str, partition: int) -> int | None:
+        part = self.broker.replica_manager.partitions.get((name, partition))
+        return None if part is None else part.log.high_watermark

@@ -112,6 +112,8 @@ class KafkaConnection(asyncio.Protocol):
             self.closed = True
             self.broker.metrics.connections.dec()
         self.broker.connections.discard(self)
+        if getattr(self.broker, "share_manager", None) is not None:
+            self.broker.share_manager.connection_closed(self)  # share sessions end with it
         self.wakeup.set()
         if self.worker is not None and not self.worker.done():
             self.worker.cancel()

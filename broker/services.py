@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from coordinator.controller.metadata import MetadataCache
     from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
+    from coordinator.share.admin import ShareGroupOffsets
+    from coordinator.share.manager import SharePartitionManager
+    from coordinator.share.membership import ShareGroupCoordinator
+    from coordinator.share.persister import ShareCoordinator
     from coordinator.transaction.coordinator import TransactionCoordinator
 
     from .config import BrokerConfig
@@ -33,7 +37,11 @@ class BrokerServices(Protocol):
     replica_manager: ReplicaManager
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator
+    share_group_coordinator: ShareGroupCoordinator
     txn_coordinator: TransactionCoordinator
+    share_coordinator: ShareCoordinator
+    share_manager: SharePartitionManager
+    share_offsets: ShareGroupOffsets
     txn_services: BrokerTxnServices
     dynamic_broker_configs: Any
 

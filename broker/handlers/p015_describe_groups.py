@@ -5,7 +5,8 @@ Behavior:
   protocol type, and its members (id, group.instance.id, client id and host). Only a Stable
   group reports the selected protocol and each member's metadata and assignment, as Kafka.
 - A group this coordinator does not know is reported as Dead with no error (v0-5), or with
-  GROUP_ID_NOT_FOUND and "Group <id> not found." (v6+, KIP-1043), as Kafka 4.3.
+  GROUP_ID_NOT_FOUND and "Group <id> not found." (v6+, KIP-1043), as Kafka 4.3; a share
+  group likewise, with "Group <id> is not a classic group." at v6+.
 - Authorized operations (v3+, when asked, for a group answered without error): READ, DELETE,
   DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400: there is no authorizer), as Kafka 4.3.
 
@@ -29,8 +30,9 @@ async def handle_describe_groups(ctx: RequestContext, request) -> dict:
     groups = []
     for group_id in request.groups:
         described = coordinator.describe_group(group_id)
+        message = described.pop("error_message", None) or f"Group {group_id} not found."
         if ctx.api_version >= 6 and described["error_code"] == 0 and described["group_state"] == GroupState.DEAD.value:
-            described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} not found.")
+            described.update(error_code=ErrorCode.group_id_not_found, error_message=message)
         described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0)
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}

@@ -44,6 +44,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 
 from ..runtime import PartitionOwnership, append_error, error_name, load_with_retry
+from .extension import GroupTypeOwner
 from .loader import LoadedPartition, read_offsets_partition
 from .metadata import (
     OFFSETS_TOPIC,
@@ -112,6 +113,8 @@ class GroupCoordinator:
         self.active = False
         self._tasks: set[asyncio.Task] = set()  # loads, and writes no request awaits
         self._cleanup_task: asyncio.Task | None = None
+        # The other group types sharing these partitions (share groups); see :mod:`.extension`.
+        self.other_group_types: list[GroupTypeOwner] = []
 
     # --- configuration --------------------------------------------------------------------------
 
@@ -155,6 +158,8 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             self._shutdown_group(group, ErrorCode.not_coordinator)
         self.groups.clear()
+        for owner in self.other_group_types:
+            owner.shutdown()
         self.ownership.clear()
 
     def _spawn(self, coro) -> asyncio.Task:
@@ -183,6 +188,8 @@ class GroupCoordinator:
                 self._shutdown_group(group, ErrorCode.not_coordinator)
                 del self.groups[group.group_id]
                 unloaded += 1
+        for owner in self.other_group_types:
+            owner.unload(partition)
         if unloaded:
             log.info("group_partition_unloaded", topic=OFFSETS_TOPIC, partition=partition, groups=unloaded)
 
@@ -244,6 +251,23 @@ class GroupCoordinator:
     @property
     def is_loading(self) -> bool:
         return self.ownership.is_loading
+
+    # --- group types (a group id belongs to one) ------------------------------------------------
+
+    def _other_owner(self, group_id: str) -> GroupTypeOwner | None:
+        return next((o for o in self.other_group_types if o.owns(group_id)), None)
+
+    def owns_classic_group(self, group_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and not group.is_(DEAD)
+
+    def partition_of(self, group_id: str) -> int | None:
+        n = self._num_partitions()
+        return None if n is None else partition_for(group_id, n)
+
+    async def append_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
+        """For the other group types: :meth:`_append` of plain records."""
+        return await self._append(group_id, records)
 
     # --- loading --------------------------------------------------------------------------------
 
@@ -313,6 +337,8 @@ class GroupCoordinator:
             group.pending_txn_offsets = pending_by_group.get(group_id, {})
             self._install_loaded_group(group)
             count += 1
+        for owner in self.other_group_types:
+            count += owner.replay_loaded(loaded.other_records)
         return count, len(loaded.offsets)
 
     def _group_from_value(self, group_id: str, value: GroupMetadataValue) -> GroupMetadata:
@@ -568,6 +594,8 @@ class GroupCoordinator:
             return join_error(member_id, error)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
             return join_error(member_id, ErrorCode.invalid_session_timeout)
+        if self._other_owner(group_id) is not None:
+            return join_error(UNKNOWN_MEMBER_ID, ErrorCode.inconsistent_group_protocol)  # as Kafka 4
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
         if group is None:
@@ -897,6 +925,8 @@ class GroupCoordinator:
         if error:
             return {tp: error for tp in offsets}
         group = self.groups.get(group_id)
+        if group is None and self._other_owner(group_id) is not None:
+            return {tp: ErrorCode.group_id_not_found for tp in offsets}  # "is not a consumer group"
         if group is None:
             if generation_id >= 0:
                 # A commit from an older generation of a group that no longer exists.
@@ -1077,6 +1107,8 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             result["group_state"] = DEAD.value
+            if self._other_owner(group_id) is not None:
+                result["error_message"] = f"Group {group_id} is not a classic group."
             return result
         result["group_state"] = group.state.value
         result["protocol_type"] = group.protocol_type or ""
@@ -1097,10 +1129,10 @@ class GroupCoordinator:
         if not self.active:
             return ErrorCode.coordinator_not_available, []
         error = ErrorCode.coordinator_load_in_progress if self.is_loading else 0
+        out = [g for owner in self.other_group_types for g in owner.list_groups(states, types)]
         if types and "classic" not in {t.lower() for t in types}:
-            return error, []
+            return error, out
         wanted = {s.lower() for s in states} if states else None
-        out = []
         for group in self.groups.values():
             if group.is_(DEAD) or (wanted is not None and group.state.value.lower() not in wanted):
                 continue
@@ -1118,7 +1150,10 @@ class GroupCoordinator:
                 results[group_id] = error
                 continue
             group = self.groups.get(group_id)
-            if group is None or group.is_(DEAD):
+            other = self._other_owner(group_id) if group is None else None
+            if other is not None:
+                results[group_id] = await other.delete_group(group_id)
+            elif group is None or group.is_(DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
             elif group.is_(EMPTY):
                 group.transition_to(DEAD)

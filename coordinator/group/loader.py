@@ -39,6 +39,8 @@ class LoadedPartition:
     removed_groups: set[str] = field(default_factory=set)
     pending_txn: dict[int, dict[OffsetCommitKey, tuple[int, OffsetCommitValue]]] = \
         field(default_factory=dict)
+    # Records of the other group types (share groups, ...), in log order, for their owners.
+    other_records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     records: int = 0
     skipped: int = 0
     end_offset: int = 0
@@ -96,5 +98,5 @@ def read_offsets_partition(plog: Log) -> LoadedPartition:
                     out.groups[key.group] = decode_group_metadata_value(rec.value)
                     out.removed_groups.discard(key.group)
             else:
-                out.skipped += 1  # KIP-848 / share group records: not ours
+                out.other_records.append((rec.key, rec.value))
     return out

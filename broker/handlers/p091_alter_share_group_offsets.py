@@ -1,0 +1,22 @@
+"""AlterShareGroupOffsets: v0 (KIP-932)
+
+Behavior:
+- Sets the share-partition start offset of each partition (its in-flight state is dropped);
+  the next ShareFetch starts there. A group with members is NON_EMPTY_GROUP and a coordinator
+  problem its error code (top-level); an unknown topic or partition
+  UNKNOWN_TOPIC_OR_PARTITION per partition (``coordinator/share/admin.py``).
+
+Version notes:
+- v0 only.
+"""
+
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+@register(91, 0, 0)
+async def handle_alter_share_group_offsets(ctx: RequestContext, request) -> dict:
+    topics = [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in request.topics]
+    result = await ctx.services.share_offsets.alter(request.group_id, topics)
+    return {"throttle_time": 0, **result}

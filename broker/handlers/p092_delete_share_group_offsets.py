@@ -1,0 +1,21 @@
+"""DeleteShareGroupOffsets: v0 (KIP-932)
+
+Behavior:
+- Deletes the share-partition state of every partition of each topic, so the next fetch
+  starts again from ``share.auto.offset.reset``. An unknown group is GROUP_ID_NOT_FOUND, a
+  group with members NON_EMPTY_GROUP, a coordinator problem its error code (top-level); an
+  unknown topic UNKNOWN_TOPIC_OR_PARTITION per topic (``coordinator/share/admin.py``).
+
+Version notes:
+- v0 only.
+"""
+
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+@register(92, 0, 0)
+async def handle_delete_share_group_offsets(ctx: RequestContext, request) -> dict:
+    result = await ctx.services.share_offsets.delete(request.group_id, [t.topic_name for t in request.topics])
+    return {"throttle_time": 0, **result}

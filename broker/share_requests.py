@@ -1,0 +1,75 @@
+"""What ShareFetch (78) and ShareAcknowledge (79) have in common: resolving a topic id to a
+partition this broker leads, applying acknowledgement batches through the share-partition
+manager, and the leader information of KIP-951 for NOT_LEADER_OR_FOLLOWER answers.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from coordinator.share.partition import AckBatch, AcknowledgeType
+from protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from .partition import Partition
+    from .services import BrokerServices
+
+NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
+
+
+def topic_name(services: BrokerServices, topic_id: UUID) -> str | None:
+    topic = services.metadata.topic_by_id(topic_id)
+    return None if topic is None else topic.name
+
+
+def leader_partition(services: BrokerServices, topic_id: UUID, index: int) -> tuple[str, Partition]:
+    """The named, led partition, or KafkaError (UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+    NOT_LEADER_OR_FOLLOWER)."""
+    name = topic_name(services, topic_id)
+    if name is None:
+        raise KafkaError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+    return name, services.replica_manager.leader_partition(name, index)
+
+
+def current_leader(services: BrokerServices, topic_id: UUID, index: int, code: int) -> dict:
+    """KIP-951: where the partition is led now, for NOT_LEADER_OR_FOLLOWER."""
+    if code not in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+        return NO_LEADER
+    name = topic_name(services, topic_id)
+    state = None if name is None else services.metadata.partition(name, index)
+    if state is None:
+        return NO_LEADER
+    return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+
+
+def node_endpoints(services: BrokerServices, leaders: set[int], listener: str | None) -> list[dict]:
+    out = []
+    for node in sorted(n for n in leaders if n >= 0):
+        endpoint = services.endpoint(node, listener)
+        if endpoint is not None:
+            reg = services.metadata.brokers.get(node)
+            out.append({"node_id": node, "host": endpoint[0], "port": endpoint[1],
+                        "rack": getattr(reg, "rack", None)})
+    return out
+
+
+def ack_batches(partition_request) -> list[AckBatch]:
+    return [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+            for b in partition_request.acknowledgement_batches]
+
+
+def has_renew(batches: list[AckBatch]) -> bool:
+    return any(t == AcknowledgeType.RENEW for b in batches for t in b.types)
+
+
+async def acknowledge(services: BrokerServices, group_id: str, member_id: str, topic_id: UUID, index: int,
+                      batches: list[AckBatch], renew_allowed: bool) -> int:
+    """Apply one partition's acknowledgement batches: 0 or the acknowledge error code."""
+    if has_renew(batches) and not renew_allowed:
+        return ErrorCode.invalid_request
+    try:
+        leader_partition(services, topic_id, index)
+    except KafkaError as exc:
+        return exc.code
+    return await services.share_manager.acknowledge(group_id, member_id, topic_id, index, batches)

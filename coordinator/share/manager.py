@@ -1,0 +1,333 @@
+"""The share-partition manager: every share-partition this broker leads, and the share sessions.
+
+Owns (after Kafka's ``SharePartitionManager`` and ``ShareSessionCache``):
+- the :class:`SharePartition` of each (group, topic, partition) fetched here, initialized from
+  the persisted state (or ``share.auto.offset.reset`` when there is none) on first use;
+- share sessions keyed by (group id, member id): epochs 0 (open, replacing any previous
+  session of the member), incremental (must equal the session's epoch, then +1) and -1
+  (close); at most ``group.share.max.share.sessions``; a session is tied to the connection
+  that opened it, and that connection closing ends it and releases its member's records;
+- acquisition-lock timers (one per acquisition) and persisting each share-partition's state
+  after its acknowledgements, releases and lock expiries (writes coalesced per partition).
+
+The broker hands it a :class:`ShareServices`; it never imports ``broker/``.
+
+Differs from Apache Kafka: no delayed-share-fetch purgatory (the handler long-polls on the
+partitions' data waiters, which a share-partition also wakes when records become available
+again); a member's records are released when its connection's session ends (final epoch or a
+closed connection), not yet when the group coordinator fences the member (``release_member``
+is there for it to call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from uuid import UUID
+
+import structlog
+
+from protocol.errors import ErrorCode, KafkaError
+
+from ..group.group_config import config_value
+from .partition import (
+    AckBatch,
+    Acquisition,
+    PersistedState,
+    ShareConfig,
+    ShareLog,
+    SharePartition,
+    reset_offset,
+)
+
+log = structlog.get_logger("coordinator.share.manager")
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+SharePartitionKey = tuple[str, UUID, int]  # (group id, topic id, partition)
+
+
+class StatePersister(Protocol):
+    """Where share-partition state is kept (``coordinator/share/persister.py``)."""
+
+    async def read_state(self, group_id: str, topic_id: UUID, partition: int) -> PersistedState | None: ...
+
+    async def write_state(self, group_id: str, topic_id: UUID, partition: int, state: PersistedState) -> None:
+        """Raises KafkaError when the state could not be written."""
+
+    async def delete_state(self, group_id: str, partitions: list[tuple[UUID, int]]) -> None: ...
+
+    async def group_partitions(self, group_id: str) -> list[tuple[UUID, int]]: ...
+
+
+class ShareServices(Protocol):
+    """What the manager needs from the broker."""
+
+    def config(self, key: str) -> Any: ...
+
+    def group_config(self, group_id: str) -> dict[str, str]: ...
+
+    def leader_log(self, topic: str, partition: int) -> ShareLog:
+        """The led partition's log, or KafkaError (NOT_LEADER_OR_FOLLOWER, ...)."""
+
+    def wake(self, topic: str, partition: int) -> None:
+        """Wake the long-polling fetches waiting on the partition."""
+
+    def now_ms(self) -> int: ...
+
+
+@dataclass(slots=True)
+class ShareSession:
+    group_id: str
+    member_id: str
+    epoch: int
+    connection: object
+    partitions: dict[tuple[UUID, int], str] = field(default_factory=dict)  # -> topic name
+
+
+@dataclass(slots=True)
+class _Entry:
+    share_partition: SharePartition
+    topic_id: UUID
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    changes: int = 0
+    persisted: int = 0
+
+
+class SharePartitionManager:
+    def __init__(self, services: ShareServices, persister: StatePersister) -> None:
+        self.s = services
+        self.persister = persister
+        self.entries: dict[SharePartitionKey, _Entry] = {}
+        self.loading: dict[SharePartitionKey, asyncio.Future] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.tasks: set[asyncio.Task] = set()
+
+    # --- configs ------------------------------------------------------------------------------
+
+    def share_config(self, group_id: str) -> ShareConfig:
+        """The group's overrides (IncrementalAlterConfigs on the GROUP), else the broker's."""
+        overrides = self.s.group_config(group_id)
+
+        def value(name: str) -> Any:
+            return config_value(overrides, name, self.s.config)
+
+        return ShareConfig(
+            record_lock_duration_ms=value("share.record.lock.duration.ms"),
+            delivery_count_limit=value("share.delivery.count.limit"),
+            max_record_locks=value("share.partition.max.record.locks"),
+            auto_offset_reset=value("share.auto.offset.reset"),
+            isolation_level=value("share.isolation.level"),
+        )
+
+    # --- sessions -----------------------------------------------------------------------------
+
+    def open_session(self, group_id: str, member_id: str, epoch: int, connection: object,
+                     *, acknowledging: bool) -> ShareSession | None:
+        """Kafka's ``newContext``: the session for this request (None for a final epoch,
+        after checking it exists); raises KafkaError with the share-session error."""
+        key = (group_id, member_id)
+        session = self.sessions.get(key)
+        if epoch == FINAL_EPOCH:
+            if session is None:
+                raise KafkaError(ErrorCode.share_session_not_found,
+                                 f"Share session not found for group {group_id} member {member_id}")
+            return session
+        if epoch == INITIAL_EPOCH:
+            if acknowledging:
+                raise KafkaError(ErrorCode.invalid_request, "Acknowledge data present on initial epoch")
+            if session is not None:
+                self._drop_session(session)
+            if len(self.sessions) >= self.s.config("group.share.max.share.sessions"):
+                raise KafkaError(ErrorCode.share_session_limit_reached,
+                                 "The limit of share sessions on this broker has been reached")
+            session = ShareSession(group_id, member_id, 1, connection)
+            self.sessions[key] = session
+            return session
+        if session is None:
+            raise KafkaError(ErrorCode.share_session_not_found,
+                             f"Share session not found for group {group_id} member {member_id}")
+        if session.epoch != epoch:
+            raise KafkaError(ErrorCode.invalid_share_session_epoch,
+                             f"Share session epoch {epoch} is not the expected {session.epoch}")
+        session.epoch = 1 if session.epoch == (1 << 31) - 1 else session.epoch + 1
+        return session
+
+    def check_acknowledge_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+        """ShareAcknowledge cannot open a session; it advances or closes one."""
+        if epoch == INITIAL_EPOCH:
+            raise KafkaError(ErrorCode.invalid_share_session_epoch,
+                             "ShareAcknowledge cannot be sent with the initial share session epoch")
+        session = self.open_session(group_id, member_id, epoch, None, acknowledging=True)
+        assert session is not None
+        return session
+
+    def close_session(self, session: ShareSession) -> None:
+        """Final epoch: the session ends and its member's remaining records are released."""
+        self._drop_session(session)
+
+    def connection_closed(self, connection: object) -> None:
+        """A closed connection ends the sessions it opened (Kafka 4.x)."""
+        for session in [s for s in self.sessions.values() if s.connection is connection]:
+            self._drop_session(session)
+
+    def _drop_session(self, session: ShareSession) -> None:
+        if self.sessions.get((session.group_id, session.member_id)) is session:
+            del self.sessions[(session.group_id, session.member_id)]
+        self.release_member(session.group_id, session.member_id)
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        """The member's acquired records become available to the group's other members."""
+        config = self.share_config(group_id)
+        for key, entry in list(self.entries.items()):
+            if key[0] == group_id and entry.share_partition.release_member(member_id, config):
+                self._changed(key, entry)
+
+    # --- share-partitions ---------------------------------------------------------------------
+
+    async def share_partition(self, group_id: str, topic: str, topic_id: UUID, partition: int,
+                              plog: ShareLog, leader_epoch: int = -1) -> SharePartition:
+        """The share-partition, initialized on first use (persisted state, else the reset)."""
+        key = (group_id, topic_id, partition)
+        entry = self.entries.get(key)
+        if entry is not None and entry.share_partition.topic == topic:
+            return entry.share_partition
+        pending = self.loading.get(key)
+        if pending is not None:
+            await asyncio.shield(pending)
+            return self.entries[key].share_partition
+        fut = asyncio.get_running_loop().create_future()
+        self.loading[key] = fut
+        try:
+            state = await self.persister.read_state(group_id, topic_id, partition)
+            config = self.share_config(group_id)
+            fresh = state is None or state.start_offset < 0
+            if fresh:
+                start = reset_offset(plog, config.auto_offset_reset, self.s.now_ms(), config.read_committed)
+                state = PersistedState(start, 0, leader_epoch)
+            sp = SharePartition(group_id, topic, partition, state)
+            sp.leader_epoch = leader_epoch
+            entry = _Entry(sp, topic_id)
+            self.entries[key] = entry
+            log.debug("share_partition_initialized", group=group_id, topic=topic, partition=partition,
+                      start_offset=sp.start_offset, fresh=fresh, reset=config.auto_offset_reset)
+            if fresh:
+                await self._persist(key, entry)
+            return sp
+        finally:
+            del self.loading[key]
+            fut.set_result(None)
+
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """Leadership moved away: the next leader reloads the persisted state."""
+        for key in [k for k, e in self.entries.items()
+                    if e.share_partition.topic == topic and e.share_partition.partition == partition]:
+            del self.entries[key]
+
+    def acquire(self, group_id: str, member_id: str, sp: SharePartition, plog: ShareLog,
+                max_records: int, max_bytes: int) -> Acquisition:
+        config = self.share_config(group_id)
+        acquisition = sp.acquire(plog, member_id, config, self.s.now_ms(), max_records, max_bytes)
+        if acquisition.ranges:
+            self._schedule_expiry(group_id, sp, config.record_lock_duration_ms)
+        return acquisition
+
+    async def acknowledge(self, group_id: str, member_id: str, topic_id: UUID, partition: int,
+                          batches: Iterable[AckBatch]) -> int:
+        """Apply and persist acknowledgements: 0 or the partition's acknowledge error."""
+        key = (group_id, topic_id, partition)
+        entry = self.entries.get(key)
+        if entry is None:
+            return ErrorCode.invalid_record_state
+        config = self.share_config(group_id)
+        error = entry.share_partition.acknowledge(member_id, batches, config, self.s.now_ms())
+        if error:
+            return error
+        renewed = entry.share_partition.next_lock_deadline_ms()
+        if renewed is not None:
+            self._schedule_expiry(group_id, entry.share_partition, max(0, renewed - self.s.now_ms()))
+        self.s.wake(entry.share_partition.topic, partition)
+        try:
+            await self._persist(key, entry)
+        except KafkaError as exc:
+            return exc.code
+        return 0
+
+    # --- lock expiry and persistence ----------------------------------------------------------
+
+    def _schedule_expiry(self, group_id: str, sp: SharePartition, delay_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(delay_ms / 1000 + 0.005, self._expire, group_id, sp)
+
+    def _expire(self, group_id: str, sp: SharePartition) -> None:
+        for key, entry in self.entries.items():
+            if entry.share_partition is sp and sp.expire_locks(self.s.now_ms(), self.share_config(group_id)):
+                self._changed(key, entry)
+                return
+
+    def _changed(self, key: SharePartitionKey, entry: _Entry) -> None:
+        """A change not awaited by a request: wake fetches, persist in the background."""
+        self.s.wake(entry.share_partition.topic, entry.share_partition.partition)
+        task = asyncio.get_running_loop().create_task(self._persist_quietly(key, entry))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _persist_quietly(self, key: SharePartitionKey, entry: _Entry) -> None:
+        try:
+            await self._persist(key, entry)
+        except KafkaError as exc:
+            log.warning("share_state_write_failed", group=key[0], partition=key[2], error=exc.code.name)
+        except Exception:
+            log.exception("share_state_write_failed", group=key[0], partition=key[2])
+
+    async def _persist(self, key: SharePartitionKey, entry: _Entry) -> None:
+        """Write the share-partition's state; concurrent callers share one write."""
+        entry.changes += 1
+        wanted = entry.changes
+        async with entry.write_lock:
+            if entry.persisted >= wanted:
+                return
+            upto = entry.changes
+            await self.persister.write_state(key[0], key[1], key[2], entry.share_partition.snapshot())
+            entry.persisted = upto
+
+    # --- admin --------------------------------------------------------------------------------
+
+    def local(self, group_id: str) -> list[tuple[SharePartitionKey, SharePartition]]:
+        return [(k, e.share_partition) for k, e in self.entries.items() if k[0] == group_id]
+
+    async def reset_start_offset(self, group_id: str, topic_id: UUID, partition: int, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts again at ``offset``."""
+        key = (group_id, topic_id, partition)
+        self.entries.pop(key, None)
+        await self.persister.write_state(group_id, topic_id, partition, PersistedState(offset, 0, -1))
+
+    async def delete_partitions_state(self, group_id: str, partitions: list[tuple[UUID, int]]) -> None:
+        for topic_id, partition in partitions:
+            self.entries.pop((group_id, topic_id, partition), None)
+        await self.persister.delete_state(group_id, partitions)
+
+    async def delete_group_state(self, group_id: str) -> None:
+        """DeleteGroups of a share group: its share-partitions' state goes (the contract with
+        the share group coordinator)."""
+        partitions = await self.persister.group_partitions(group_id)
+        await self.delete_partitions_state(group_id, partitions)
+
+    def group_state_exists(self, group_id: str) -> bool:
+        return any(k[0] == group_id for k in self.entries) or self.persister_has_group(group_id)
+
+    def persister_has_group(self, group_id: str) -> bool:
+        has = getattr(self.persister, "has_group", None)
+        return bool(has and has(group_id))
+
+    async def stop(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -6,6 +6,8 @@ Behavior:
   group reports the selected protocol and each member's metadata and assignment, as Kafka.
 - A group this coordinator does not know is reported as Dead with no error (v0-5), or with
   GROUP_ID_NOT_FOUND and "Group <id> not found." (v6+, KIP-1043), as Kafka 4.3.
+- A KIP-848 consumer group is not a classic group: Dead with no error (v0-5), or
+  GROUP_ID_NOT_FOUND and "Group <id> is not a classic group." (v6+), as Kafka 4.3.1.
 - Authorized operations (v3+, when asked, for a group answered without error): READ, DELETE,
   DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400: there is no authorizer), as Kafka 4.3.
 
@@ -29,6 +31,9 @@ async def handle_describe_groups(ctx: RequestContext, request) -> dict:
     groups = []
     for group_id in request.groups:
         described = coordinator.describe_group(group_id)
+        not_classic = described.pop("not_classic", None)
+        if ctx.api_version >= 6 and not_classic:
+            described.update(error_code=ErrorCode.group_id_not_found, error_message=not_classic)
         if ctx.api_version >= 6 and described["error_code"] == 0 and described["group_state"] == GroupState.DEAD.value:
             described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} not found.")
         described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0)

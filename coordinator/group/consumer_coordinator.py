@@ -250,13 +250,14 @@ class ConsumerGroupCoordinator:
         else:
             member = self._static_member(group, member_id, r, joining, records)
         updated = _updated_member(member, r)
+        # Replaying records changes the live member in place: compare against a copy.
+        previous = copy.copy(member)
         emit = self._emitter(group, records)
-        bump = False
-        if not updated.same_subscription(member) or updated.member_id not in group.members:
+        is_new = updated.member_id not in group.members
+        bump = is_new or (updated.subscribed_topic_names != previous.subscribed_topic_names
+                          or updated.subscribed_topic_regex != previous.subscribed_topic_regex)
+        if is_new or not updated.same_subscription(previous):
             emit(group.key(rec.CONSUMER_GROUP_MEMBER_METADATA, updated.member_id), updated.subscription_value())
-            bump = (updated.subscribed_topic_names != member.subscribed_topic_names
-                    or updated.subscribed_topic_regex != member.subscribed_topic_regex
-                    or member.member_id not in group.members)
         # The member is in the group now (its metadata record was replayed): take its live object.
         live = group.members.get(updated.member_id, updated)
         self._maybe_bump_group_epoch(group, bump, emit)
@@ -270,7 +271,7 @@ class ConsumerGroupCoordinator:
                     "heartbeat_interval": self.heartbeat_interval_ms(group.group_id), "assignment": None}
         full = joining or (r.rebalance_timeout_ms != -1 and r.owned is not None
                            and (r.subscribed_topic_names is not None or r.subscribed_topic_regex is not None))
-        if full or reconciled.assigned_partitions != member.assigned_partitions:
+        if full or reconciled.assigned_partitions != previous.assigned_partitions:
             response["assignment"] = {"topic_partitions": [
                 {"topic_id": t, "partitions": sorted(ps)}
                 for t, ps in sorted(reconciled.assigned_partitions.items(), key=lambda kv: str(kv[0]))]}

@@ -15,7 +15,9 @@ Behavior:
 
 Version notes:
 - v0 first version (the coordinator makes up the member id on join); v1 the member id is
-  made up by the client and required in every request (KIP-1082).
+  made up by the client and required in every request (KIP-1082), and
+  ``subscribed_topic_regex`` (RE2J syntax; matched here with Python's ``re``, see
+  :mod:`coordinator.group.consumer_coordinator`).
 """
 
 from coordinator.group.consumer_coordinator import HeartbeatRequest, owned_from_request
@@ -32,7 +34,7 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
         member_epoch=request.member_epoch, instance_id=request.instance_id, rack_id=request.rack_id,
         rebalance_timeout_ms=millis(request.rebalance_timeout),
         subscribed_topic_names=None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
-        subscribed_topic_regex=request.subscribed_topic_regex, server_assignor=request.server_assignor,
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None), server_assignor=request.server_assignor,
         owned=owned_from_request(request.topic_partitions), client_id=ctx.header.client_id or "",
         client_host=client_host(ctx))
     return await ctx.services.group_coordinator.consumer.heartbeat(r)

@@ -597,10 +597,14 @@ class ConsumerGroupCoordinator:
     # --- offsets ------------------------------------------------------------------------------------
 
     def validate_offset_commit(self, group: ConsumerGroup, member_id: str | None, member_epoch: int,
-                               *, transactional: bool, api_version: int) -> int:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit``: 0 or the error code."""
+                               *, transactional: bool, api_version: int, instance_id: str | None = None) -> int:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit``: 0 or the error code. Any epoch but
+        the member's is STALE_MEMBER_EPOCH (Kafka 4.3 accepts an older epoch for partitions
+        the member has held since then, KIP-1251; not kept here)."""
         if member_epoch < 0 and not group.members:
             return 0
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
+            return 0  # a producer that does not send the group metadata (KIP-447 fallback)
         member = group.members.get(member_id or "")
         if member is None:
             return ErrorCode.unknown_member_id

@@ -977,7 +977,8 @@ class GroupCoordinator:
             group = self.groups[group_id] = GroupMetadata(group_id)
         if group.consumer is not None:
             error = self.consumer.validate_offset_commit(group.consumer, member_id, generation_id,
-                                                         transactional=True, api_version=-1)
+                                                         transactional=True, api_version=-1,
+                                                         instance_id=group_instance_id)
         else:
             error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id,
                                                  transactional=True)

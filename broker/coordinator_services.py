@@ -74,7 +74,7 @@ class BrokerCoordinatorServices:
         return {name: (t.uuid, len(t.partitions)) for name, t in self.broker.metadata.topics.items()}
 
     def group_configs(self, group_id: str) -> dict[str, str]:
-        return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {})
+        return self.broker.metadata.group_configs.get(group_id, {})
 
     def local_log(self, topic: str, partition: int) -> Log:
         return self.broker.replica_manager.get(topic, partition).log

@@ -57,6 +57,7 @@ from .consumer_group import (
     reconcile,
 )
 from .consumer_records import Assignment, ConsumerGroupKey
+from .group_config import config_value
 from .metadata import group_metadata_record
 from .state import GroupMetadata, now_ms
 
@@ -124,17 +125,15 @@ class ConsumerGroupCoordinator:
     def assignor_names(self) -> list[str]:
         return configured_assignors(self.s.config("group.consumer.assignors"))
 
-    def _group_config(self, group_id: str, key: str, broker_key: str) -> int:
-        configs = self.s.group_configs(group_id)
-        value = configs.get(key)
-        return int(value) if value is not None else self.s.config(broker_key)
+    def _group_config(self, group_id: str, key: str) -> int:
+        """The group's own ``key`` (a GROUP config resource), else the broker's synonym."""
+        return int(config_value(self.s.group_configs(group_id), key, self.s.config))
 
     def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "consumer.session.timeout.ms", "group.consumer.session.timeout.ms")
+        return self._group_config(group_id, "consumer.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_config(group_id, "consumer.heartbeat.interval.ms",
-                                  "group.consumer.heartbeat.interval.ms")
+        return self._group_config(group_id, "consumer.heartbeat.interval.ms")
 
     # --- request validation (GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid)
 

@@ -174,3 +174,17 @@ def test_v0_coordinator_makes_up_the_member_id(broker, topic_name, version):
     with RawClient(broker.bootstrap) as c:
         resp = _heartbeat(c, f"g848-{uuid.uuid4().hex[:8]}", "", 0, topics=[topic_name], version=version)
         assert resp.error_code == 0 and resp.member_id and resp.member_epoch == 1
+
+
+def test_group_config_sets_the_heartbeat_interval(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    group = f"g848-{uuid.uuid4().hex[:8]}"
+    with RawClient(broker.bootstrap) as c:
+        resp = _heartbeat(c, group, uuid.uuid4().hex, 0, topics=[topic_name])
+        assert resp.heartbeat_interval.total_seconds() * 1000 == 5000  # group.consumer.heartbeat.interval.ms
+        altered = c.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "7000"}]}],
+            "validate_only": False})
+        assert altered.responses[0].error_code == 0
+        resp = _heartbeat(c, group, uuid.uuid4().hex, 0, topics=[topic_name])
+        assert resp.heartbeat_interval.total_seconds() * 1000 == 7000

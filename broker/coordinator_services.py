@@ -71,6 +71,12 @@ class BrokerCoordinatorServices:
             return ErrorCode.kafka_storage_error, -1
         return 0, info.base_offset
 
+    def topic_metadata(self) -> dict:
+        return {name: (t.uuid, len(t.partitions)) for name, t in self.broker.metadata.topics.items()}
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        return self.broker.metadata.group_configs.get(group_id, {})
+
     def local_log(self, topic: str, partition: int) -> Log:
         return self.broker.replica_manager.get(topic, partition).log
 

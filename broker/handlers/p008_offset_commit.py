@@ -10,11 +10,15 @@ Behavior:
   ILLEGAL_GENERATION, an unknown one UNKNOWN_MEMBER_ID; REBALANCE_IN_PROGRESS between the
   JoinGroup and SyncGroup answers; a commit for a group that does not exist with a
   generation >= 0 is ILLEGAL_GENERATION.
+- A consumer group (KIP-848) checks the member id and member epoch instead
+  (``ConsumerGroup.validateOffsetCommit``): STALE_MEMBER_EPOCH for another epoch,
+  UNKNOWN_MEMBER_ID for an unknown member, UNSUPPORTED_VERSION below v9 for its members; epoch
+  -1 commits only while the group has no members.
 
 Version notes:
 - v2-4 retention time (ignored, as Kafka >= 2.1 does for the log format we write); v3 throttle
-  time; v6 committed leader epoch; v7 group.instance.id; v8 flexible; v9 (KIP-848 member epoch
-  field name, classic semantics here).
+  time; v6 committed leader epoch; v7 group.instance.id; v8 flexible; v9 (KIP-848: the
+  generation id is the member epoch of a consumer group).
 """
 
 from coordinator.group.state import OffsetAndMetadata
@@ -44,7 +48,7 @@ async def handle_offset_commit(ctx: RequestContext, request) -> dict:
         errors.update(await ctx.services.group_coordinator.commit_offsets(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None) if v >= 7 else None,
-            generation_id=request.generation_id_or_member_epoch, offsets=offsets))
+            generation_id=request.generation_id_or_member_epoch, offsets=offsets, api_version=v))
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}

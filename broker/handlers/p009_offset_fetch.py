@@ -12,7 +12,8 @@ Behavior:
 Version notes:
 - v2 top-level error, null topics = all; v3 throttle time; v5 committed leader epoch;
   v6 flexible; v7 require_stable (KIP-447); v8 batched groups (KIP-709); v9 member id and
-  epoch (KIP-848; ignored for classic groups, as Kafka does).
+  epoch (KIP-848): for a consumer group an unknown member gets UNKNOWN_MEMBER_ID and another
+  epoch STALE_MEMBER_EPOCH (per group); ignored for classic groups, as Kafka does.
 """
 
 from protocol.api import register
@@ -20,10 +21,12 @@ from protocol.api import register
 from ..server import RequestContext
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool) -> tuple[int, list]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool,
+                 member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list]:
     v = ctx.api_version
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, entries = ctx.services.group_coordinator.fetch_offsets(group_id, partitions, require_stable)
+    error, entries = ctx.services.group_coordinator.fetch_offsets(group_id, partitions, require_stable,
+                                                                  member_id, member_epoch)
     if error:
         if v >= 2:
             return error, []
@@ -46,7 +49,8 @@ async def handle_offset_fetch(ctx: RequestContext, request) -> dict:
     if v >= 8:
         groups = []
         for g in request.groups:
-            error, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable)
+            error, topics = _fetch_group(ctx, g.group_id, g.topics, require_stable,
+                                         getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
     error, topics = _fetch_group(ctx, request.group_id, request.topics, require_stable)

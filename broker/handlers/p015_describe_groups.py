@@ -5,8 +5,10 @@ Behavior:
   protocol type, and its members (id, group.instance.id, client id and host). Only a Stable
   group reports the selected protocol and each member's metadata and assignment, as Kafka.
 - A group this coordinator does not know is reported as Dead with no error (v0-5), or with
-  GROUP_ID_NOT_FOUND and "Group <id> not found." (v6+, KIP-1043), as Kafka 4.3; a share
-  group likewise, with "Group <id> is not a classic group." at v6+.
+  GROUP_ID_NOT_FOUND and "Group <id> not found." (v6+, KIP-1043), as Kafka 4.3.
+- A group of another type (a KIP-848 consumer group, a share group) is not a classic group:
+  Dead with no error (v0-5), or GROUP_ID_NOT_FOUND and "Group <id> is not a classic group."
+  (v6+), as Kafka 4.3.1.
 - Authorized operations (v3+, when asked, for a group answered without error): READ, DELETE,
   DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400: there is no authorizer), as Kafka 4.3.
 

@@ -4,7 +4,9 @@ Behavior:
 - Every group this coordinator knows (classic groups, including Empty groups that only hold
   offsets), with protocol type; COORDINATOR_LOAD_IN_PROGRESS while ``__consumer_offsets`` is
   still being loaded (with the groups loaded so far).
-- v4+ states filter and v5+ types filter (case-insensitive; all groups here are "classic").
+- v4+ states filter and v5+ types filter (case-insensitive): classic groups ("classic", their
+  protocol type) and KIP-848 consumer groups ("consumer", protocol type "consumer", states
+  Empty / Assigning / Reconciling / Stable).
 
 Version notes:
 - v1 throttle time; v3 flexible; v4 states filter and group state (KIP-518); v5 types filter

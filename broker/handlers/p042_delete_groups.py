@@ -3,7 +3,8 @@
 Behavior:
 - Deletes each Empty group: its committed offsets and its group metadata are tombstoned in
   ``__consumer_offsets`` and it is forgotten. A group with members gets NON_EMPTY_GROUP; an
-  unknown one GROUP_ID_NOT_FOUND; coordinator errors per group.
+  unknown one GROUP_ID_NOT_FOUND; coordinator errors per group. A KIP-848 consumer group
+  without members is deleted the same way (its consumer-group records tombstoned too).
 
 Version notes:
 - v1 no change (throttle on quota violation); v2 flexible.

@@ -25,9 +25,12 @@ the offsets in a transactional batch (producer id/epoch) and parks them in
 ``__consumer_offsets`` partition, whoever writes it calls ``complete_txn_offset_commits``.
 Loading already applies markers found in the log.
 
+KIP-848 consumer groups (:mod:`.consumer_coordinator`) share this coordinator's partitions,
+offsets and loading: a group id is either a classic group or a consumer group
+(``GroupMetadata.consumer``), and the classic APIs answer for a consumer group as Kafka does.
+
 Differs from Kafka: offsets of a Stable group do not expire (only Empty and simple groups' offsets do, as in Kafka
-``offsets.retention.minutes`` after the group emptied); KIP-848 consumer groups are not
-supported.
+``offsets.retention.minutes`` after the group emptied).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 
 from ..runtime import PartitionOwnership, append_error, error_name, load_with_retry
+from .consumer_coordinator import ConsumerGroupCoordinator
 from .extension import GroupTypeOwner
 from .loader import LoadedPartition, read_offsets_partition
 from .metadata import (
@@ -115,6 +119,7 @@ class GroupCoordinator:
         self._cleanup_task: asyncio.Task | None = None
         # The other group types sharing these partitions (share groups); see :mod:`.extension`.
         self.other_group_types: list[GroupTypeOwner] = []
+        self.consumer = ConsumerGroupCoordinator(self)
 
     # --- configuration --------------------------------------------------------------------------
 
@@ -195,6 +200,8 @@ class GroupCoordinator:
 
     def _shutdown_group(self, group: GroupMetadata, error: int) -> None:
         """Cancel a group's timers and answer its parked requests (unload or shutdown)."""
+        if group.consumer is not None:
+            self.consumer.cancel_group_timers(group.group_id)
         self._cancel_join_timer(group)
         self._cancel_sync_timer(group)
         for handle in group.pending_member_timers.values():
@@ -325,6 +332,16 @@ class GroupCoordinator:
                 pending_by_group.setdefault(key.group, {}).setdefault(producer_id, {})[
                     (key.topic, key.partition)] = _to_offset(value, log_offset)
         count = 0
+        for group_id, consumer_group in self.consumer.build_loaded(loaded.consumer_records).items():
+            group = GroupMetadata(group_id)
+            group.consumer = consumer_group
+            group.offsets = offsets_by_group.pop(group_id, {})
+            group.pending_txn_offsets = pending_by_group.pop(group_id, {})
+            loaded.groups.pop(group_id, None)  # a classic group converted later in the log
+            self._install_loaded_group(group)
+            if self.groups.get(group_id) is group:
+                self.consumer.on_loaded(group)
+            count += 1
         for group_id, value in loaded.groups.items():
             group = self._group_from_value(group_id, value)
             group.offsets = offsets_by_group.pop(group_id, {})
@@ -602,6 +619,9 @@ class GroupCoordinator:
             if not is_unknown:
                 return join_error(member_id, ErrorCode.unknown_member_id)
             group = self.groups[group_id] = GroupMetadata(group_id)
+        if group.consumer is not None:
+            # Classic members cannot join a consumer group here (Kafka's migration disabled).
+            return join_error(member_id, ErrorCode.group_id_not_found)
         fut = asyncio.get_running_loop().create_future()
         args = {"group_instance_id": group_instance_id, "client_id": client_id, "client_host": client_host,
                 "rebalance_timeout_ms": rebalance_timeout_ms, "session_timeout_ms": session_timeout_ms,
@@ -918,8 +938,8 @@ class GroupCoordinator:
     # --- offsets --------------------------------------------------------------------------------
 
     async def commit_offsets(self, *, group_id: str, member_id: str, group_instance_id: str | None,
-                             generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]
-                             ) -> dict[tuple[str, int], int]:
+                             generation_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                             api_version: int = 9) -> dict[tuple[str, int], int]:
         """Kafka's ``handleCommitOffsets``: error per partition, after the append."""
         error = self._validate_group_status(group_id, allow_empty=True)
         if error:
@@ -927,6 +947,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None and self._other_owner(group_id) is not None:
             return {tp: ErrorCode.group_id_not_found for tp in offsets}  # "is not a consumer group"
+        if group is not None and group.consumer is not None:
+            error = self.consumer.validate_offset_commit(group.consumer, member_id, generation_id,
+                                                         transactional=False, api_version=api_version)
+            if error:
+                return {tp: error for tp in offsets}
+            return await self._store_offsets(group, offsets)
         if group is None:
             if generation_id >= 0:
                 # A commit from an older generation of a group that no longer exists.
@@ -979,8 +1005,13 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             group = self.groups[group_id] = GroupMetadata(group_id)
-        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id,
-                                             transactional=True)
+        if group.consumer is not None:
+            error = self.consumer.validate_offset_commit(group.consumer, member_id, generation_id,
+                                                         transactional=True, api_version=-1,
+                                                         instance_id=group_instance_id)
+        else:
+            error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id,
+                                                 transactional=True)
         if error:
             return {tp: error for tp in offsets}
         return await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
@@ -1043,12 +1074,18 @@ class GroupCoordinator:
         return results
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
-                      require_stable: bool = False) -> tuple[int, list[tuple[tuple[str, int], OffsetAndMetadata | None, int]]]:
-        """Kafka's ``handleFetchOffsets``: (error, [(tp, committed or None, partition error)])."""
+                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1
+                      ) -> tuple[int, list[tuple[tuple[str, int], OffsetAndMetadata | None, int]]]:
+        """Kafka's ``handleFetchOffsets``: (error, [(tp, committed or None, partition error)]);
+        a consumer group checks the member id and epoch (OffsetFetch v9+)."""
         error = self._validate_group_status(group_id, allow_empty=True)
         if error:
             return error, []
         group = self.groups.get(group_id)
+        if group is not None and group.consumer is not None:
+            error = self.consumer.validate_offset_fetch(group.consumer, member_id, member_epoch)
+            if error:
+                return error, []
         if group is None or group.is_(DEAD):
             return 0, [(tp, None, 0) for tp in (partitions or [])]
         if partitions is None:
@@ -1105,9 +1142,10 @@ class GroupCoordinator:
         if error:
             return result
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
             result["group_state"] = DEAD.value
-            if self._other_owner(group_id) is not None:
+            if group is not None or self._other_owner(group_id) is not None:
+                # Kafka's classicGroup(): "Group %s is not a classic group."
                 result["error_message"] = f"Group {group_id} is not a classic group."
             return result
         result["group_state"] = group.state.value
@@ -1130,10 +1168,16 @@ class GroupCoordinator:
             return ErrorCode.coordinator_not_available, []
         error = ErrorCode.coordinator_load_in_progress if self.is_loading else 0
         out = [g for owner in self.other_group_types for g in owner.list_groups(states, types)]
-        if types and "classic" not in {t.lower() for t in types}:
-            return error, out
+        wanted_types = {t.lower() for t in types} if types else None
         wanted = {s.lower() for s in states} if states else None
         for group in self.groups.values():
+            if wanted_types is not None and group.group_type not in wanted_types:
+                continue
+            if group.consumer is not None:
+                entry = self.consumer.list_entry(group.consumer)
+                if wanted is None or entry["group_state"].lower() in wanted:
+                    out.append(entry)
+                continue
             if group.is_(DEAD) or (wanted is not None and group.state.value.lower() not in wanted):
                 continue
             out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
@@ -1155,6 +1199,8 @@ class GroupCoordinator:
                 results[group_id] = await other.delete_group(group_id)
             elif group is None or group.is_(DEAD):
                 results[group_id] = ErrorCode.group_id_not_found
+            elif group.consumer is not None and group.consumer.members:
+                results[group_id] = ErrorCode.non_empty_group  # ConsumerGroup.validateDeleteGroup
             elif group.is_(EMPTY):
                 group.transition_to(DEAD)
                 eligible.append(group)
@@ -1167,14 +1213,16 @@ class GroupCoordinator:
 
     async def _cleanup_group(self, group: GroupMetadata, removed_offsets: list[tuple[str, int]]) -> int:
         """Kafka's ``cleanupGroupMetadata`` for one group: tombstones, then forget a dead group."""
-        if group.is_(EMPTY) and not group.has_offsets() and not group.pending_members:
+        if _is_empty(group) and not group.has_offsets() and not group.pending_members:
             group.transition_to(DEAD)
         records = [offset_commit_record(group.group_id, t, p, None) for t, p in removed_offsets]
         if group.is_(DEAD) and self.groups.get(group.group_id) is group:
             self._shutdown_group(group, ErrorCode.coordinator_not_available)
             del self.groups[group.group_id]
             # Groups only used for offset storage (generation 0) never wrote metadata.
-            if group.generation_id > 0:
+            if group.consumer is not None:
+                records.extend(self.consumer.tombstone_records(group.consumer))
+            elif group.generation_id > 0:
                 records.append(group_metadata_record(group.group_id, None))
         if not records:
             return 0
@@ -1206,7 +1254,7 @@ class GroupCoordinator:
             expired = _expired_offsets(group, now, retention_ms)
             for tp in expired:
                 del group.offsets[tp]
-            if expired or (group.is_(EMPTY) and not group.has_offsets() and not group.pending_members):
+            if expired or (_is_empty(group) and not group.has_offsets() and not group.pending_members):
                 removed_total += len(expired)
                 if expired:
                     log.info("offsets_expired", group=group.group_id, partitions=len(expired))
@@ -1272,8 +1320,20 @@ def _validate_offset_delete(group: GroupMetadata | None) -> int:
     return 0
 
 
+def _is_empty(group: GroupMetadata) -> bool:
+    """Empty classic group, or consumer group without members."""
+    if group.consumer is not None:
+        return not group.consumer.members
+    return group.is_(EMPTY)
+
+
 def _expired_offsets(group: GroupMetadata, now: int, retention_ms: int) -> list[tuple[str, int]]:
-    """Kafka's ``GroupMetadata.removeExpiredOffsets`` (without the Stable-consumer case)."""
+    """Kafka's ``GroupMetadata.removeExpiredOffsets`` (without the Stable-consumer case); a
+    consumer group's offsets expire from their commit unless a member subscribes to the topic."""
+    if group.consumer is not None:
+        return [tp for tp, commit in group.offsets.items()
+                if not group.is_subscribed_to_topic(tp[0]) and not group.has_pending_offset_commits(tp)
+                and now - commit.commit_timestamp >= retention_ms]
     if group.protocol_type is not None and group.is_(EMPTY):
         base = group.current_state_timestamp
     elif group.protocol_type is None and group.is_(EMPTY):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from protocol.records import CONTROL_COMMIT, decode_records
 
+from .consumer_records import ConsumerGroupKey, decode_consumer_key, decode_consumer_value
 from .metadata import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -41,6 +42,8 @@ class LoadedPartition:
         field(default_factory=dict)
     # Records of the other group types (share groups, ...), in log order, for their owners.
     other_records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    # KIP-848 consumer-group records in log order, replayed by the consumer coordinator.
+    consumer_records: list[tuple[ConsumerGroupKey, object]] = field(default_factory=list)
     records: int = 0
     skipped: int = 0
     end_offset: int = 0
@@ -98,5 +101,13 @@ def read_offsets_partition(plog: Log) -> LoadedPartition:
                     out.groups[key.group] = decode_group_metadata_value(rec.value)
                     out.removed_groups.discard(key.group)
             else:
-                out.other_records.append((rec.key, rec.value))
+                consumer_key = decode_consumer_key(rec.key)
+                if consumer_key is None:  # share / streams group records: their owners replay them
+                    out.other_records.append((rec.key, rec.value))
+                    continue
+                value = None if rec.value is None else decode_consumer_value(consumer_key.record_type, rec.value)
+                if rec.value is not None and value is None:
+                    out.skipped += 1  # a type we do not keep (partition metadata, regexes)
+                    continue
+                out.consumer_records.append((consumer_key, value))
     return out

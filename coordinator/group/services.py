@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import uuid
+
     from storage.log import Log
 
 
@@ -37,3 +39,9 @@ class GroupServices(Protocol):
 
     def local_log(self, topic: str, partition: int) -> Log:
         """The local replica's log (read in a worker thread while loading)."""
+
+    def topic_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Every topic of the cluster metadata: name -> (topic id, partition count)."""
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The dynamic configs set on GROUP ``group_id`` (``consumer.session.timeout.ms``, ...)."""

@@ -163,6 +163,13 @@ class GroupMetadata:
     join_timer: Any = None
     sync_timer: Any = None
     pending_member_timers: dict[str, Any] = field(default_factory=dict)
+    # The KIP-848 consumer group of this id (coordinator/group/consumer_group.py), when the id
+    # belongs to one: the classic fields above then stay empty and only the offsets are used.
+    consumer: Any = None
+
+    @property
+    def group_type(self) -> str:
+        return "classic" if self.consumer is None else "consumer"
 
     # --- state ----------------------------------------------------------------------------------
 

@@ -279,3 +279,31 @@ def _kafka_ok(bs: str, *args: str) -> str:
     res = kafkas(bs, *args)
     assert res.returncode == 0, f"{args}: {res.stdout}\n{res.stderr}"
     return res.stdout
+
+
+def test_consumer_group_member_keeps_its_epoch_when_the_coordinator_moves(healthy):
+    """KIP-848: the group's records (member, target and current assignment, epochs) are
+    replicated in __consumer_offsets, so the coordinator that takes over after a kill -9 knows
+    the member at its epoch with its partitions: its next heartbeat is not fenced."""
+    from tests.integration.test_consumer_groups_848 import _heartbeat, _join
+    from tests.support.raw import RawClient
+
+    cluster = healthy
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"cg848-{tag}", f"cg848-{tag}"
+    _topic(cluster, topic, 3)
+    node = coordinator_node(cluster, group, GROUP)
+    wait_internal_isr_complete(cluster)
+    with RawClient(cluster.node(node).address) as c:
+        member_id, epoch, owned = _join(c, group, topic, None)
+    cluster.node(node).kill9()
+    new = coordinator_node(cluster, group, GROUP, timeout=60)
+    assert new != node
+
+    def heartbeat():
+        with RawClient(cluster.node(new).address) as c:
+            r = _heartbeat(c, group, member_id, epoch, topics=[topic], owned=owned)
+        return r if r.error_code == 0 else None
+    resp = wait_for(heartbeat, 60, "a heartbeat answered by the new coordinator")
+    assert (resp.member_id, resp.member_epoch) == (member_id, epoch)
+    assert sorted(resp.assignment.topic_partitions[0].partitions) == [0, 1, 2]

@@ -26,6 +26,7 @@ from coordinator.group.metadata import OFFSETS_TOPIC
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -44,10 +45,22 @@ def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
     return 0, state.leader
 
 
+def _authorization_error(ctx: RequestContext, key: str, key_type: int) -> int:
+    """DESCRIBE on the group or transactional id, as Kafka's KafkaApis."""
+    if key_type == GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed
+    if key_type == TRANSACTION and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed
+    return 0
+
+
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.services
     node_id = broker.node_id
-    if key_type == GROUP and broker.clustered:
+    refused = _authorization_error(ctx, key, key_type)
+    if refused:
+        code = refused
+    elif key_type == GROUP and broker.clustered:
         code, node_id = _group_node(ctx, key)
     elif key_type == GROUP:
         code = broker.group_coordinator.coordinator_error(key)

@@ -12,13 +12,17 @@ Version notes:
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
 @register(13, 0, 5)
 async def handle_leave_group(ctx: RequestContext, request) -> dict:
     v = ctx.api_version
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "members": []}
     if v >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
         reasons = [getattr(m, "reason", None) for m in request.members]

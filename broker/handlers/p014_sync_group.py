@@ -12,13 +12,18 @@ Version notes:
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
 @register(14, 0, 5)
 async def handle_sync_group(ctx: RequestContext, request) -> dict:
     v = ctx.api_version
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "protocol_type": None,
+                "protocol_name": None, "assignment": b""}
     result = await ctx.services.group_coordinator.sync_group(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None) if v >= 3 else None,

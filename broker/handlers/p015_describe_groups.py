@@ -18,7 +18,7 @@ from coordinator.group.state import GroupState
 from protocol.api import register
 from protocol.errors import ErrorCode
 
-from ..authorization import group_operations
+from ..authorization import AclOperation, ResourceType, authorize, group_operations
 from ..server import RequestContext
 
 
@@ -29,8 +29,12 @@ async def handle_describe_groups(ctx: RequestContext, request) -> dict:
     groups = []
     for group_id in request.groups:
         described = coordinator.describe_group(group_id)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described = {**described, "error_code": ErrorCode.group_authorization_failed, "group_state": "",
+                         "protocol_type": "", "protocol_data": "", "members": []}
         if ctx.api_version >= 6 and described["error_code"] == 0 and described["group_state"] == GroupState.DEAD.value:
             described.update(error_code=ErrorCode.group_id_not_found, error_message=f"Group {group_id} not found.")
-        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0)
+        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0, ctx,
+                                                            group_id)
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}

@@ -19,6 +19,7 @@ from coordinator.controller.controller import check_replication_factor
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..config import ConfigError
 from ..replica_manager import validate_topic_name
 from ..server import RequestContext
@@ -48,6 +49,9 @@ def _error(name: str, code: ErrorCode, message: str | None) -> dict:
 
 async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
     broker = ctx.services
+    if not (authorize_cluster(ctx, AclOperation.CREATE)
+            or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+        raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     validate_topic_name(t.name)
     if t.name in broker.metadata.topics:
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")

@@ -27,6 +27,7 @@ from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..replica_manager import INTERNAL_TOPICS
 from ..server import RequestContext
 
@@ -83,6 +84,8 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
             if topic is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition,
                                  "This server does not host this topic-partition.")
+        if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic.name):
+            raise KafkaError(ErrorCode.topic_authorization_failed, None)
         if topic.name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Topic {topic.name} is an internal topic and cannot be deleted.")

@@ -14,12 +14,17 @@ from coordinator.group.metadata import OFFSETS_TOPIC
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
 @register(25, 0, 4)
 async def handle_add_offsets_to_txn(ctx: RequestContext, request) -> dict:
     broker = ctx.services
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     try:
         partition = broker.group_coordinator.partition_for(request.group_id)
     except KafkaError:

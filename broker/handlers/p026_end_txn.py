@@ -15,11 +15,14 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
 @register(26, 0, 4)
 async def handle_end_txn(ctx: RequestContext, request) -> dict:
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed}
     code = await ctx.services.txn_coordinator.end_transaction(
         request.transactional_id, request.producer_id, request.producer_epoch, request.committed)
     if code == ErrorCode.producer_fenced and ctx.api_version < 2:

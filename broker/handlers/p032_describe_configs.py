@@ -30,6 +30,7 @@ from ..admin_util import (
     node_id_of,
     unsupported_resource,
 )
+from ..authorization import AclOperation, check_config_resource
 from ..replica_manager import validate_topic_name
 from ..server import RequestContext
 
@@ -54,6 +55,7 @@ async def handle_describe_configs(ctx: RequestContext, request) -> dict:
 def _describe(ctx: RequestContext, r, include_synonyms: bool, include_docs: bool) -> list[dict]:
     broker = ctx.services
     keys = set(r.configuration_keys) if r.configuration_keys else None
+    check_config_resource(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
     if r.resource_type == ResourceType.TOPIC:
         validate_topic_name(r.resource_name)
         topic = broker.metadata.topics.get(r.resource_name)

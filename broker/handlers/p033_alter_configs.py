@@ -31,6 +31,7 @@ from ..admin_util import (
     unsupported_resource,
     validated_topic_overrides,
 )
+from ..authorization import AclOperation, check_config_resource
 from ..server import RequestContext
 
 
@@ -41,6 +42,7 @@ async def handle_alter_configs(ctx: RequestContext, request) -> dict:
 
 async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     broker = ctx.services
+    check_config_resource(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
     check_alter_entries(r.configs)
     configs = {c.name: c.value for c in r.configs}
     if r.resource_type == ResourceType.TOPIC:

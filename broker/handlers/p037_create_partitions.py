@@ -21,6 +21,7 @@ from collections import Counter
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
@@ -49,6 +50,8 @@ def _result(name: str, code: ErrorCode, message: str | None) -> dict:
 
 async def _create(ctx: RequestContext, t, validate_only: bool) -> None:
     broker = ctx.services
+    if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+        raise KafkaError(ErrorCode.topic_authorization_failed, None)
     topic = broker.metadata.topics.get(t.name)
     if topic is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, None)

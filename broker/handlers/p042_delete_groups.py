@@ -10,12 +10,16 @@ Version notes:
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
 @register(42, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, request) -> dict:
-    results = await ctx.services.group_coordinator.delete_groups(list(request.groups_names))
+    refused = {g for g in request.groups_names if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, g)}
+    results = await ctx.services.group_coordinator.delete_groups([g for g in request.groups_names if g not in refused])
+    results.update(dict.fromkeys(refused, ErrorCode.group_authorization_failed))
     return {"throttle_time": 0,
             "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(request.groups_names)]}

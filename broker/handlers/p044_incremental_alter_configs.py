@@ -41,6 +41,7 @@ from ..admin_util import (
     unsupported_resource,
     validated_topic_overrides,
 )
+from ..authorization import AclOperation, check_config_resource
 from ..server import RequestContext
 from ..topic_config import TOPIC_KEYS, broker_default
 
@@ -52,6 +53,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request) -> dict
 
 async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     broker = ctx.services
+    check_config_resource(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
     check_alter_entries(r.configs, null_ok=lambda c: c.config_operation == OpType.DELETE)
     if r.resource_type == ResourceType.TOPIC:
         topic_for_config_change(broker, r.resource_name)

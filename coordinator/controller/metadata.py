@@ -2,7 +2,7 @@
 
 Owns: :class:`BrokerRegistration` (a broker's endpoints by listener name), :class:`PartitionState`, :class:`TopicState` and
 :class:`MetadataCache`, the image every handler reads without awaiting (topics, partition
-leaders, ISR, live brokers, the controller id). A backend (the embedded file store or the etcd
+leaders, ISR, live brokers, the controller id, the ACLs). A backend (the embedded file store or the etcd
 store) feeds the cache; the broker applies the partitions that changed (``changed`` listeners)
 as Kafka's ``ReplicaManager.applyDelta`` does.
 
@@ -15,6 +15,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from ..acls import StandardAcl
 
 NO_LEADER = -1
 
@@ -95,6 +97,8 @@ class MetadataCache:
         self.listeners: list[Listener] = []
         self.broker_listeners: list[Callable[[], None]] = []  # registrations or controller changed
         self.config_listeners: list[Callable[[str], None]] = []  # a topic's configs changed
+        self.acls: dict[str, StandardAcl] = {}  # by ACL id
+        self.acl_listeners: list[Callable[[], None]] = []  # the ACLs changed
         # Topic id -> topic, filled on lookup (Produce v13 and Fetch v13+ resolve ids per request);
         # an entry counts only while ``topics`` still holds that very TopicState.
         self._by_id: dict[uuid.UUID, TopicState] = {}
@@ -141,6 +145,10 @@ class MetadataCache:
             if old is not None and old.configs != topic.configs:
                 for listener in self.config_listeners:
                     listener(name)
+
+    def notify_acls(self) -> None:
+        for listener in self.acl_listeners:
+            listener()
 
     def notify(self, partitions: set[tuple[str, int]], deleted_topics: set[str]) -> None:
         """Tell the listeners which partitions changed (and which topics are gone)."""

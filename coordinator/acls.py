@@ -125,6 +125,12 @@ class StandardAcl:
 UNKNOWN = 0
 
 
+def is_binding(acl: StandardAcl) -> bool:
+    """Whether Kafka can build an ``AclBinding`` of it (its constructors refuse ANY and MATCH)."""
+    return (acl.resource_type != ResourceType.ANY and acl.pattern_type not in (PatternType.ANY, PatternType.MATCH)
+            and acl.operation != AclOperation.ANY and acl.permission_type != AclPermissionType.ANY)
+
+
 def validate_new_acl(acl: StandardAcl) -> None:
     """Raise INVALID_REQUEST as Kafka's broker (AclApis) then controller (AclControlManager) do."""
     if acl.resource_type == ResourceType.CLUSTER and acl.resource_name != CLUSTER_NAME:

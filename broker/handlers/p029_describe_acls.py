@@ -4,7 +4,8 @@ Behavior:
 - Answers the ACLs matching the filter (:class:`coordinator.acls.AclBindingFilter`: ANY
   resource type, pattern type, operation or permission; a null name, principal or host
   matches any; MATCH finds every ACL that applies to the named resource: the literal one,
-  the ``*`` wildcard and the covering prefixes), grouped by resource pattern.
+  the ``*`` wildcard and the covering prefixes), grouped by resource pattern; a success
+  carries an empty error message, as Kafka's.
 - No authorizer configured: SECURITY_DISABLED "No Authorizer is configured on the broker".
 - The caller needs DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 - A filter with a code Kafka does not know (UNKNOWN) does not parse in Kafka: the connection
@@ -37,7 +38,7 @@ async def handle_describe_acls(ctx: RequestContext, request) -> dict:
             resources.setdefault((acl.resource_type, acl.resource_name, acl.pattern_type), []).append(
                 {"principal": acl.principal, "host": acl.host, "operation": acl.operation,
                  "permission_type": acl.permission_type})
-    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+    return {"throttle_time": 0, "error_code": 0, "error_message": "",
             "resources": [{"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": acls}
                           for (rt, name, pt), acls in resources.items()]}
 

@@ -18,6 +18,7 @@
 #   kafka-leader-election        org.apache.kafka.tools.LeaderElectionCommand
 #   kafka-reassign-partitions    org.apache.kafka.tools.reassign.ReassignPartitionsCommand
 #   kafka-log-dirs               org.apache.kafka.tools.LogDirsCommand
+#   kafka-acls                   org.apache.kafka.tools.AclCommand
 #   kafka-server-start           kafka.Kafka
 # (a trailing ".sh" on an alias is accepted too: kafka-topics.sh)
 #
@@ -53,6 +54,7 @@ case "$CLASS" in
   kafka-leader-election)     CLASS=org.apache.kafka.tools.LeaderElectionCommand ;;
   kafka-reassign-partitions) CLASS=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
   kafka-log-dirs)            CLASS=org.apache.kafka.tools.LogDirsCommand ;;
+  kafka-acls)                CLASS=org.apache.kafka.tools.AclCommand ;;
   kafka-server-start)        CLASS=kafka.Kafka ;;
 esac
 

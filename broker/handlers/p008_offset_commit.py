@@ -10,6 +10,8 @@ Behavior:
   ILLEGAL_GENERATION, an unknown one UNKNOWN_MEMBER_ID; REBALANCE_IN_PROGRESS between the
   JoinGroup and SyncGroup answers; a commit for a group that does not exist with a
   generation >= 0 is ILLEGAL_GENERATION.
+- With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED for every partition)
+  and on each topic (else TOPIC_AUTHORIZATION_FAILED).
 
 Version notes:
 - v2-4 retention time (ignored, as Kafka >= 2.1 does for the log format we write); v3 throttle

@@ -8,6 +8,9 @@ Behavior:
   marker gets UNSTABLE_OFFSET_COMMIT.
 - Coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...): per partition in
   v1, top-level from v2, per group from v8.
+- With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); a requested
+  topic without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED, and is left out of an all-topics
+  fetch.
 
 Version notes:
 - v2 top-level error, null topics = all; v3 throttle time; v5 committed leader epoch;

@@ -16,6 +16,8 @@ Behavior:
   coordinator and serves none of the share-group APIs, so it answers the non-retriable
   INVALID_REQUEST rather than a coordinator error a client would retry forever.
 - Any other key type: INVALID_REQUEST.
+- With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) or the
+  transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 Version notes:
 - v1 key type, error message; v3 flexible; v4 batched ``coordinator_keys`` (one result per key);

@@ -8,6 +8,7 @@ Behavior:
   protocol; a session timeout outside group.min/max.session.timeout.ms is
   INVALID_SESSION_TIMEOUT; an illegal group.instance.id is INVALID_GROUP_ID.
 - Coordinator errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.
+- With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 rebalance timeout (v0: the session timeout); v2 throttle time; v4 member id required

@@ -6,6 +6,7 @@ Behavior:
   UNKNOWN_MEMBER_ID for a member the group does not know (also one expired for missing its
   session timeout); FENCED_INSTANCE_ID for a replaced static member. While the group's
   partition is loading the answer is NONE, as in Kafka.
+- With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 throttle time; v3 group.instance.id; v4 flexible.

@@ -5,6 +5,7 @@ Behavior:
   each answered on its own (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID); a member given only by
   group.instance.id (empty member id) is removed administratively. v0-2 carry one member whose
   error is the top-level error.
+- With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 throttle time; v3 batch of members with group.instance.id (KIP-345); v4 flexible;

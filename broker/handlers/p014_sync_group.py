@@ -6,6 +6,7 @@ Behavior:
 - Errors as Kafka: UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS (also while the
   group's partition is still loading), INCONSISTENT_GROUP_PROTOCOL (v5 protocol type/name
   mismatch), FENCED_INSTANCE_ID; a Stable group answers with the member's current assignment.
+- With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 throttle time; v3 group.instance.id; v4 flexible; v5 protocol type and name (KIP-559).

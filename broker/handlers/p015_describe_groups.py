@@ -7,7 +7,10 @@ Behavior:
 - A group this coordinator does not know is reported as Dead with no error (v0-5), or with
   GROUP_ID_NOT_FOUND and "Group <id> not found." (v6+, KIP-1043), as Kafka 4.3.
 - Authorized operations (v3+, when asked, for a group answered without error): READ, DELETE,
-  DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400: there is no authorizer), as Kafka 4.3.
+  DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400) with no authorizer, else those of them
+  the caller is allowed, as Kafka 4.3.
+- With an authorizer: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; the authorized
+  operations are those the caller is allowed.
 
 Version notes:
 - v1 throttle time; v3 authorized operations (KIP-430); v4 group.instance.id; v5 flexible;

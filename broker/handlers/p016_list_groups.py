@@ -5,6 +5,8 @@ Behavior:
   offsets), with protocol type; COORDINATOR_LOAD_IN_PROGRESS while ``__consumer_offsets`` is
   still being loaded (with the groups loaded so far).
 - v4+ states filter and v5+ types filter (case-insensitive; all groups here are "classic").
+- With an authorizer: DESCRIBE on the cluster lists every group, else only the groups with
+  DESCRIBE.
 
 Version notes:
 - v1 throttle time; v3 flexible; v4 states filter and group state (KIP-518); v5 types filter

@@ -8,6 +8,8 @@ Behavior:
 - An existing topic gets TOPIC_ALREADY_EXISTS; a name twice in one request INVALID_REQUEST.
 - validate_only checks everything and creates nothing.
 - v5+ returns the topic id, partition count, replication factor and effective configs.
+- With an authorizer: CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED
+  "Authorization failed.".
 
 Version notes:
 - v4 defaults (-1) allowed; v5 flexible, results carry configs; v7 topic id.

@@ -15,6 +15,7 @@ Behavior:
 Differs from Kafka: Kafka 4.x deletes internal topics when asked (only the kafka-topics tool
 refuses); here the group and transaction coordinators keep those partitions open, so the
 request is refused. Deletion is synchronous, so ``timeout_ms`` is not needed.
+- With an authorizer: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2-3 throttle; v3 TOPIC_DELETION_DISABLED; v4 flexible; v5 error_message; v6 topics by

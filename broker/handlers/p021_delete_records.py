@@ -14,6 +14,7 @@ Behavior:
   low_watermark -1.
 - As Kafka, the new log start offset reaches the log-start-offset checkpoint on the next
   periodic checkpoint or clean shutdown.
+- With an authorizer: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 same layout (throttling); v2 flexible.

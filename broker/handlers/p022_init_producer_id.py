@@ -13,6 +13,9 @@ Behavior:
   done (the client retries and gets epoch + 2). A stale KIP-360 id/epoch is PRODUCER_FENCED;
   COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR as the coordinator's state says.
 - PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH before v4.
+- With an authorizer: WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE on the cluster or WRITE
+  on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2 flexible; v3 producer id/epoch for epoch bumps (KIP-360); v4 PRODUCER_FENCED may replace

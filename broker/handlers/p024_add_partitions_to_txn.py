@@ -12,6 +12,10 @@ Behavior:
 - v4-5 (broker to coordinator, KIP-890): a batch of transactions; ``verify_only`` ones are
   checked, not changed: NONE for a partition in the ongoing transaction, TRANSACTION_ABORTABLE
   for one that is not; the others are added as in v0-3.
+- With an authorizer: v0-3 need WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere) and on each topic (else
+  TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); v4+ (from brokers)
+  CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2 PRODUCER_FENCED; v3 flexible; v4 batched by transaction with verify_only and a

@@ -4,6 +4,8 @@ Behavior:
 - Adds the group's ``__consumer_offsets`` partition (``Utils.abs(groupId.hashCode) %``
   partitions, created on first use) to the producer's transaction, the first step of
   ``sendOffsetsToTransaction``; the same errors as AddPartitionsToTxn.
+- With an authorizer: WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED).
 
 Version notes:
 - v2 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before); v3 flexible; v4 TV2 semantics on the

@@ -7,6 +7,8 @@ Behavior:
   markers are in flight, CONCURRENT_TRANSACTIONS; the other outcome of a completed
   transaction, or no transaction (Empty), INVALID_TXN_STATE; an unknown id or producer id
   INVALID_PRODUCER_ID_MAPPING; a stale epoch PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2).
+- With an authorizer: WRITE on the transactional id, else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2 PRODUCER_FENCED; v3 flexible; v5 (TV2) is not advertised.

@@ -13,6 +13,8 @@ Behavior:
 - Appended with acks=all, as Kafka does: the answer waits until each marker is replicated to
   the ISR (REQUEST_TIMED_OUT after request.timeout.ms); a partition led elsewhere answers
   NOT_LEADER_OR_FOLLOWER.
+- With an authorizer: CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for
+  every partition.
 
 Version notes:
 - v0 is gone from Kafka 4.x (KIP-896); v1 is flexible; v2 (TV2) is not advertised.

@@ -12,6 +12,9 @@ Behavior:
   while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable).
 - KIP-447 fencing (v3+): a stale generation gets ILLEGAL_GENERATION, an unknown member
   UNKNOWN_MEMBER_ID.
+- With an authorizer: WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED),
+  READ on each topic (else TOPIC_AUTHORIZATION_FAILED).
 
 Version notes:
 - v2 committed leader epoch; v3 generation, member id, group instance id (KIP-447); v3+

@@ -14,6 +14,8 @@ Behavior:
   with ``include_synonyms``; documentation only with ``include_documentation`` (topic keys
   and the broker keys behind them; null for the rest).
 - Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) get INVALID_REQUEST.
+- With an authorizer: DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or the
+  cluster for a broker (else CLUSTER_AUTHORIZATION_FAILED).
 
 Version notes:
 - v1 config_source and synonyms (v0, with is_default, is gone in Kafka 4.x); v2 same layout;

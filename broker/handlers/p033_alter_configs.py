@@ -12,6 +12,8 @@ Behavior:
 - A resource named twice gets INVALID_REQUEST on both entries; a key twice in one resource
   or a null value, INVALID_REQUEST. Other resource types: INVALID_REQUEST.
 - validate_only checks everything and changes nothing.
+- With an authorizer: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or the
+  cluster for a broker (else CLUSTER_AUTHORIZATION_FAILED).
 
 Version notes:
 - v1 same layout (throttling); v2 flexible.

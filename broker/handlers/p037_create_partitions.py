@@ -11,6 +11,7 @@ Behavior:
   (INVALID_REPLICA_ASSIGNMENT otherwise), each non-empty, without duplicates, naming only
   registered brokers (this one), with the topic's replication factor.
 - validate_only checks everything and creates nothing.
+- With an authorizer: ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 same layout (throttling); v2 flexible; v3 same layout (quota errors strict).

@@ -4,6 +4,7 @@ Behavior:
 - Deletes each Empty group: its committed offsets and its group metadata are tombstoned in
   ``__consumer_offsets`` and it is forgotten. A group with members gets NON_EMPTY_GROUP; an
   unknown one GROUP_ID_NOT_FOUND; coordinator errors per group.
+- With an authorizer: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 no change (throttle on quota violation); v2 flexible.

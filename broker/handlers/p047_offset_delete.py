@@ -15,6 +15,8 @@ Behavior:
   COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
 - Topics are answered in Kafka's order: those with an unknown partition first (the unknown
   partitions first within them), then the rest, partitions in request order.
+- With an authorizer: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic
+  (else TOPIC_AUTHORIZATION_FAILED).
 
 Version notes:
 - v0 only (not flexible).

@@ -1,41 +1,34 @@
-"""Authorized operations: what the ``*_authorized_operations`` fields of Metadata,
-DescribeCluster, DescribeGroups and DescribeTopicPartitions answer (KIP-430).
+"""Authorization as request handlers ask for it: one call per check, and the
+``*_authorized_operations`` fields of Metadata, DescribeCluster, DescribeGroups and
+DescribeTopicPartitions (KIP-430).
 
-Owns the operation sets, as data. There is no authorizer yet: like a Kafka broker without
-``authorizer.class.name``, every operation a resource type supports is allowed, so each field
-is Kafka's ``Utils.to32BitField`` over the ``AclOperation`` codes of
-``AclEntry.supportedOperations(resourceType)`` (``AuthHelper.authorizedOperations`` with no
-authorizer). Checked against Apache Kafka 4.3.1: topic 3576, group 3400, cluster 8096.
-A field the request did not ask for is Int32.MinValue, the schema's default.
+With no authorizer (``authorizer.class.name`` unset), like a Kafka broker without one, every
+check passes at the cost of one attribute test, and each operations field is Kafka's
+``Utils.to32BitField`` over the ``AclOperation`` codes of
+``AclEntry.supportedOperations(resourceType)``: topic 3576, group 3400, cluster 8096 (checked
+against Apache Kafka 4.3.1). With the StandardAuthorizer (:mod:`coordinator.authorizer`) the
+caller is ``User:ANONYMOUS`` (kbroker's listeners are PLAINTEXT, with no SASL) from the
+connection's address, and each field holds the supported operations it is allowed. A field
+the request did not ask for is Int32.MinValue, the schema's default.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
+from coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
+from protocol.errors import ErrorCode, KafkaError
 
-class AclOperation(IntEnum):
-    """Kafka's ``org.apache.kafka.common.acl.AclOperation`` codes."""
+if TYPE_CHECKING:
+    from .server import RequestContext
 
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-    TWO_PHASE_COMMIT = 15
-
+__all__ = ["AclOperation", "ResourceType", "authorize", "authorize_cluster", "denied", "filter_authorized", "check_config_resource",
+           "topic_operations", "group_operations", "cluster_operations"]
 
 _op = AclOperation
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER,
+                                           ResourceType.TRANSACTIONAL_ID)
 
 # AclEntry.supportedOperations, per resource type.
 TOPIC_SUPPORTED_OPERATIONS = frozenset({_op.READ, _op.WRITE, _op.CREATE, _op.DESCRIBE, _op.DELETE, _op.ALTER,
@@ -48,7 +41,7 @@ CLUSTER_SUPPORTED_OPERATIONS = frozenset({_op.CREATE, _op.CLUSTER_ACTION, _op.DE
 OPERATIONS_NOT_REQUESTED = -(1 << 31)  # Int32.MinValue
 
 
-def to_32bit_field(operations: frozenset[AclOperation]) -> int:
+def to_32bit_field(operations: Iterable[AclOperation]) -> int:
     """Kafka's ``Utils.to32BitField``: bit ``code`` set for each operation."""
     return sum(1 << op for op in operations)
 
@@ -59,13 +52,86 @@ GROUP_AUTHORIZED_OPERATIONS = to_32bit_field(GROUP_SUPPORTED_OPERATIONS)
 CLUSTER_AUTHORIZED_OPERATIONS = to_32bit_field(CLUSTER_SUPPORTED_OPERATIONS)
 
 
-def topic_operations(requested: bool) -> int:
-    return TOPIC_AUTHORIZED_OPERATIONS if requested else OPERATIONS_NOT_REQUESTED
+def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    """May the request's caller perform ``operation`` on the resource (always, with no authorizer)."""
+    authorizer = ctx.services.authorizer
+    return authorizer is None or authorizer.authorize(ctx.principal, ctx.client_host, operation,
+                                                      resource_type, name)
 
 
-def group_operations(requested: bool) -> int:
-    return GROUP_AUTHORIZED_OPERATIONS if requested else OPERATIONS_NOT_REQUESTED
+def authorize_cluster(ctx: RequestContext, operation: AclOperation) -> bool:
+    return authorize(ctx, operation, CLUSTER, CLUSTER_NAME)
 
 
-def cluster_operations(requested: bool) -> int:
-    return CLUSTER_AUTHORIZED_OPERATIONS if requested else OPERATIONS_NOT_REQUESTED
+def authorize_by_resource_type(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType) -> bool:
+    """Allowed ``operation`` on at least one resource of the type (InitProducerId, KIP-679)."""
+    authorizer = ctx.services.authorizer
+    return authorizer is None or authorizer.authorize_by_resource_type(ctx.principal, ctx.client_host,
+                                                                       operation, resource_type)
+
+
+def filter_authorized(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,
+                      names: Iterable[str]) -> set[str]:
+    """The names (of one type) the caller may perform ``operation`` on: Kafka's ``filterByAuthorized``."""
+    names = set(names)
+    if ctx.services.authorizer is None:
+        return names
+    return {n for n in names if authorize(ctx, operation, resource_type, n)}
+
+
+_NOTHING: frozenset[str] = frozenset()
+
+
+def denied(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType,
+           names: Iterable[str | None]) -> frozenset[str] | set[str]:
+    """The names the caller may NOT perform ``operation`` on (empty at once with no authorizer:
+    the hot Produce / Fetch paths pay one attribute test)."""
+    if ctx.services.authorizer is None:
+        return _NOTHING
+    return {n for n in set(names) if n is not None and not authorize(ctx, operation, resource_type, n)}
+
+
+# Config resource type (DescribeConfigs / AlterConfigs codes) -> the ACL resource checked, and
+# the error when refused, as Kafka's ConfigAdminManager / AuthHelper.
+_CONFIG_RESOURCES = {2: (TOPIC, ErrorCode.topic_authorization_failed),
+                     4: (CLUSTER, ErrorCode.cluster_authorization_failed),
+                     8: (CLUSTER, ErrorCode.cluster_authorization_failed),
+                     32: (GROUP, ErrorCode.group_authorization_failed)}
+
+
+def check_config_resource(ctx: RequestContext, operation: AclOperation, config_resource_type: int,
+                          name: str) -> None:
+    """Raise the authorization error of a config resource the caller may not describe / alter."""
+    entry = _CONFIG_RESOURCES.get(int(config_resource_type))
+    if entry is None or ctx.services.authorizer is None:
+        return
+    resource_type, code = entry
+    if not authorize(ctx, operation, resource_type, CLUSTER_NAME if resource_type == CLUSTER else name):
+        raise KafkaError(code, None)
+
+
+def _operations(ctx: RequestContext | None, supported: frozenset[AclOperation], all_allowed: int,
+                resource_type: ResourceType, name: str | None) -> int:
+    authorizer = None if ctx is None else ctx.services.authorizer
+    if authorizer is None:
+        return all_allowed
+    return to_32bit_field(authorizer.authorized_operations(ctx.principal, ctx.client_host, supported,
+                                                           resource_type, name or ""))
+
+
+def topic_operations(requested: bool, ctx: RequestContext | None = None, name: str | None = None) -> int:
+    if not requested:
+        return OPERATIONS_NOT_REQUESTED
+    return _operations(ctx, TOPIC_SUPPORTED_OPERATIONS, TOPIC_AUTHORIZED_OPERATIONS, TOPIC, name)
+
+
+def group_operations(requested: bool, ctx: RequestContext | None = None, group_id: str | None = None) -> int:
+    if not requested:
+        return OPERATIONS_NOT_REQUESTED
+    return _operations(ctx, GROUP_SUPPORTED_OPERATIONS, GROUP_AUTHORIZED_OPERATIONS, GROUP, group_id)
+
+
+def cluster_operations(requested: bool, ctx: RequestContext | None = None) -> int:
+    if not requested:
+        return OPERATIONS_NOT_REQUESTED
+    return _operations(ctx, CLUSTER_SUPPORTED_OPERATIONS, CLUSTER_AUTHORIZED_OPERATIONS, CLUSTER, CLUSTER_NAME)

@@ -16,6 +16,7 @@ import uuid
 
 import structlog
 
+from coordinator.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_super_users
 from coordinator.controller.controller import Controller, fence_restarted
 from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
 from coordinator.controller.metadata import BrokerRegistration
@@ -65,6 +66,7 @@ class Broker:
         self.replica_manager = ReplicaManager(config, self.metadata, self.log_manager, self.metrics,
                                               self.node_id)
         self.controller: Controller | None = None
+        self.authorizer = _authorizer(config)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
         self.share_group_coordinator = None
@@ -100,6 +102,9 @@ class Broker:
         # From here every change is applied as it comes; then everything the image has now.
         self.metadata.listeners.append(self._on_metadata_change)
         self.metadata.config_listeners.append(self._on_topic_configs_change)
+        if self.authorizer is not None:
+            self.metadata.acl_listeners.append(self._on_acls_change)
+            self._on_acls_change()
         self.replica_manager.apply_delta({(t.name, i) for t in self.metadata.topics.values()
                                           for i in range(len(t.partitions))}, set())
         self.log_manager.mark_unclean()
@@ -241,6 +246,11 @@ class Broker:
         if topic is not None:
             self.replica_manager.apply_topic_configs(name, topic.configs)
 
+    def _on_acls_change(self) -> None:
+        """The image's ACLs changed (here or on another broker): the authorizer takes them."""
+        self.authorizer.reload(self.metadata.acls.values())
+        log.info("acls_loaded", acls=len(self.metadata.acls))
+
     def _replica_fetched(self, part) -> None:
         """A follower appended records: long-polling fetches of this broker may care."""
         part.wake_waiters()
@@ -381,6 +391,12 @@ class Broker:
         body = struct.pack(">hihhh", ErrorCode.unsupported_version, 1, API_VERSIONS_KEY,
                            spec.min_version, spec.max_version)
         return codec.frame_prefix(API_VERSIONS_KEY, 0, correlation_id, len(body)), body
+
+
+def _authorizer(config: BrokerConfig) -> StandardAuthorizer | None:
+    if config["authorizer.class.name"] != STANDARD_AUTHORIZER:
+        return None
+    return StandardAuthorizer(parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"])
 
 
 def _sockname(server: asyncio.AbstractServer) -> str:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from coordinator.authorizer import ANONYMOUS, java_host_address
 from protocol import codec
 from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import InvalidRequest
@@ -56,6 +57,14 @@ class RequestContext:
         self.connection = connection
         self.api_version = header.api_version
 
+    # kbroker's listeners are PLAINTEXT, without SASL: every caller is Kafka's anonymous principal.
+    principal = ANONYMOUS
+
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka's authorizer sees it (``InetAddress.getHostAddress``)."""
+        return self.connection.client_host
+
     @property
     def listener(self) -> str | None:
         """The name of the listener the request arrived on (None: not from a listener)."""
@@ -74,6 +83,7 @@ class KafkaConnection(asyncio.Protocol):
         self.paused = False
         self.closed = False
         self.peer = None
+        self.client_host = ""
         self.max_request = broker.config["socket.request.max.bytes"]
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
@@ -81,6 +91,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
+        self.client_host = java_host_address(self.peer[0]) if self.peer else ""
         self.broker.metrics.connections.inc()
         self.broker.connections.add(self)
         self.worker = asyncio.get_running_loop().create_task(self._process())

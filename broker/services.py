@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from coordinator.authorizer import StandardAuthorizer
     from coordinator.controller.metadata import MetadataCache
     from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
@@ -44,6 +45,7 @@ class BrokerServices(Protocol):
     share_offsets: ShareGroupOffsets
     txn_services: BrokerTxnServices
     dynamic_broker_configs: Any
+    authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything allowed
 
     @property
     def cluster_id(self) -> str: ...

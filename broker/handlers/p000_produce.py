@@ -11,7 +11,10 @@ Behavior:
   INVALID_PRODUCER_EPOCH.
 - acks=0: no response; any error closes the connection, as Kafka does, so the client learns.
 - Transactional batches need a transactional id (else the whole request fails with
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Before a producer's first transactional append to a
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+- With an authorizer: transactional batches need WRITE on the transactional id (else the
+  whole request fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED), each topic WRITE (else
+  TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka's KafkaApis. Before a producer's first transactional append to a
   partition the transaction coordinator verifies that the partition is in its ongoing
   transaction (KIP-890 part 1, ``transaction.partition.verification.enable``); an unverified
   append gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11). A non-transactional batch
@@ -50,6 +53,7 @@ from protocol import records as rb
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize, denied
 from ..server import NO_RESPONSE, CloseConnection, RequestContext
 
 VALID_ACKS = (0, 1, -1)
@@ -59,10 +63,12 @@ async def handle_produce(ctx: RequestContext, request):
     version = ctx.api_version
     acks = request.acks
     rm = ctx.services.replica_manager
-    if _has_transactional_batch(request) and request.transactional_id is None:
-        # Kafka fails the whole request when transactional records come without an id.
+    if _has_transactional_batch(request) and not _transactional_id_authorized(ctx, request.transactional_id):
+        # Kafka fails the whole request when transactional records come without an id (or
+        # without WRITE on it).
         return _whole_request_error(request, version, acks, ErrorCode.transactional_id_authorization_failed)
     names = [_topic_name(ctx, topic, version) for topic in request.topic_data]
+    unauthorized = denied(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
     verified = await _verify_transactional_partitions(ctx, request, names)
     results = []
     flush_targets = []
@@ -75,6 +81,8 @@ async def handle_produce(ctx: RequestContext, request):
             try:
                 if name is None:
                     raise KafkaError(ErrorCode.unknown_topic_id, None)
+                if name in unauthorized:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, None)
                 if acks not in VALID_ACKS:
                     raise KafkaError(ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1")
                 _check_single_batch(pd.records, version)
@@ -112,6 +120,11 @@ async def handle_produce(ctx: RequestContext, request):
             raise CloseConnection("error on an acks=0 produce")
         return NO_RESPONSE
     return fast.encode_produce_response(version, results, node_endpoints=_leader_endpoints(ctx, results))
+
+
+def _transactional_id_authorized(ctx: RequestContext, transactional_id: str | None) -> bool:
+    return transactional_id is not None and authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                      transactional_id)
 
 
 def _topic_name(ctx: RequestContext, topic, version: int) -> str | None:

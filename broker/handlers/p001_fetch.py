@@ -19,6 +19,8 @@ Behavior:
   ``diverging_epoch`` and no records so the follower truncates (KIP-320).
 - A follower that tells its high watermark (v18) and is behind ours is answered at once
   instead of long-polling, so the advanced high watermark reaches it without waiting for data.
+- With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION on the
+  cluster (never READ on the topic); else TOPIC_AUTHORIZATION_FAILED per partition.
 
 Version notes:
 - v4 isolation level, LSO, aborted transactions; v5 log start offset; v7 sessions;
@@ -44,6 +46,7 @@ from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 from storage.leader_epoch import UNDEFINED_EPOCH
 
+from ..authorization import AclOperation, ResourceType, authorize_cluster, denied
 from ..server import RequestContext
 
 READ_COMMITTED = 1
@@ -62,14 +65,15 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
     isolation = getattr(request, "isolation_level", 0)
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
+    unauthorized = _unauthorized_topics(ctx, request, version)
     while True:
-        topics, total, waitable, urgent = _read_all(ctx, request, version, isolation)
+        topics, total, waitable, urgent = _read_all(ctx, request, version, isolation, unauthorized)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or urgent or remaining <= 0 or not waitable:
             break
         await rm.wait_for_data(waitable, remaining)
         if time.monotonic() >= deadline:
-            topics, total, waitable, urgent = _read_all(ctx, request, version, isolation)
+            topics, total, waitable, urgent = _read_all(ctx, request, version, isolation, unauthorized)
             break
     if total:
         ctx.services.metrics.bytes_out.labels("all").inc(total)
@@ -91,7 +95,18 @@ def _replica_id(request, version: int) -> int:
     return request.replica_id
 
 
-def _read_all(ctx: RequestContext, request, version: int, isolation: int):
+def _unauthorized_topics(ctx: RequestContext, request, version: int):
+    """Topics answered TOPIC_AUTHORIZATION_FAILED: a follower needs CLUSTER_ACTION on the
+    cluster (else every topic fails), a consumer READ on each topic, as Kafka's KafkaApis."""
+    if ctx.services.authorizer is None:
+        return denied(ctx, AclOperation.READ, ResourceType.TOPIC, ())
+    names = [_resolve_topic(ctx, ft, version)[0] for ft in request.topics]
+    if _replica_id(request, version) >= 0:
+        return set() if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else set(names)
+    return denied(ctx, AclOperation.READ, ResourceType.TOPIC, names)
+
+
+def _read_all(ctx: RequestContext, request, version: int, isolation: int, unauthorized):
     """Read every requested partition: (topics, bytes read, partitions to wait on, urgent),
     where ``urgent`` counts what must be answered without long-polling (errors, and
     followers behind our high watermark)."""
@@ -109,6 +124,8 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int):
             try:
                 if name is None:
                     raise KafkaError(ErrorCode.unknown_topic_id, "unknown topic id")
+                if name in unauthorized:
+                    raise KafkaError(ErrorCode.topic_authorization_failed, None)
                 part = rm.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
                 plog = part.log
                 if replica_id >= 0:

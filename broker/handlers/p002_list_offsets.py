@@ -14,6 +14,7 @@ Behavior:
 - The leader epoch answered with -2 and -4 is the epoch of the record at the log start offset
   (from the leader-epoch cache, as Kafka), with any other timestamp the current leader epoch.
 - An older client leader epoch gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+- With an authorizer, a topic without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2 isolation level; v4 current/returned leader epoch; v6 flexible; v7 max timestamp -3
@@ -33,6 +34,7 @@ from storage.log import (
     MAX_TIMESTAMP,
 )
 
+from ..authorization import AclOperation, ResourceType, denied
 from ..server import RequestContext
 from .p001_fetch import READ_COMMITTED
 
@@ -47,11 +49,14 @@ TIERED_TIMESTAMPS = (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP)
 @register(2, 1, 11)
 async def handle_list_offsets(ctx: RequestContext, request) -> dict:
     isolation = getattr(request, "isolation_level", 0)
+    unauthorized = denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
             try:
+                if t.name in unauthorized:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 parts.append(_list_offset(ctx, t.name, p, isolation))
             except KafkaError as exc:
                 parts.append(_not_found(p.partition_index, exc.code))

@@ -14,9 +14,13 @@ Behavior:
   are never auto-created this way. An illegal name gets INVALID_TOPIC_EXCEPTION.
 - A topic requested by id (v10+) that does not exist gets UNKNOWN_TOPIC_ID.
 - Authorized operations (v8+), when asked: every topic answered by name, even with an error,
-  gets all topic operations, and (v8-10) the cluster all cluster operations (there is no
-  authorizer, see :mod:`broker.authorization`); an unknown topic id, or when not asked,
-  INT32_MIN. As Kafka 4.3.1.
+  gets the topic operations the caller is allowed, and (v8-10) the cluster the cluster
+  operations (all of them with no authorizer, see :mod:`broker.authorization`); an unknown
+  topic id, a refused topic, or when not asked, INT32_MIN. As Kafka 4.3.1.
+- With an authorizer: the all-topics listing leaves out topics without DESCRIBE; a requested
+  topic without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED (by id: with a null name); a missing
+  topic the request allows to auto-create needs CREATE on the cluster or the topic, else
+  TOPIC_AUTHORIZATION_FAILED (whatever ``auto.create.topics.enable`` says), as Kafka.
 
 Version notes:
 - v1 null = all topics, is_internal, controller id; v2 cluster id; v4 allow_auto_topic_creation;
@@ -33,7 +37,16 @@ from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
-from ..authorization import OPERATIONS_NOT_REQUESTED, cluster_operations, topic_operations
+from ..authorization import (
+    OPERATIONS_NOT_REQUESTED,
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_cluster,
+    cluster_operations,
+    filter_authorized,
+    topic_operations,
+)
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..server import RequestContext
 
@@ -75,21 +88,35 @@ async def handle_metadata(ctx: RequestContext, request) -> bytes:
     topics = broker.metadata.topics
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        entries = [topic_entry(ctx, name, version) for name in sorted(topics)]
+        entries = [topic_entry(ctx, name, version)
+                   for name in sorted(filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topics))]
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         entries = [await _lookup(ctx, t, version, allow_auto) for t in requested]
-    topic_ops = topic_operations(getattr(request, "include_topic_authorized_operations", False))
+    ops_requested = getattr(request, "include_topic_authorized_operations", False)
     return fast.encode_metadata_response(
         version, broker.metadata.brokers_on(ctx.listener),
         broker.cluster_id, _controller_id(broker),
         [(e["error_code"], e["name"], e["topic_id"], e["is_internal"],
           [(p["error_code"], p["partition_index"], p["leader_id"], p["leader_epoch"],
             p["replica_nodes"], p["isr_nodes"], p["offline_replicas"]) for p in e["partitions"]],
-          topic_ops if e["name"] is not None else OPERATIONS_NOT_REQUESTED)
+          _topic_ops(ctx, ops_requested, e))
          for e in entries],
         cluster_authorized_operations=cluster_operations(
-            getattr(request, "include_cluster_authorized_operations", False)))
+            getattr(request, "include_cluster_authorized_operations", False), ctx))
+
+
+def _topic_ops(ctx: RequestContext, requested: bool, entry: dict) -> int:
+    """KIP-430: a topic answered by name gets its authorized operations (unless refused)."""
+    if entry["name"] is None or entry["error_code"] == ErrorCode.topic_authorization_failed:
+        return OPERATIONS_NOT_REQUESTED
+    return topic_operations(requested, ctx, entry["name"])
+
+
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    """Auto-creation needs CREATE on the cluster or on the topic, as Kafka's KafkaApis."""
+    return (authorize_cluster(ctx, AclOperation.CREATE)
+            or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, name))
 
 
 async def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool) -> dict:
@@ -100,9 +127,15 @@ async def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool
         topic = broker.metadata.topic_by_id(topic_id)
         if topic is None:
             return error_entry(None, ErrorCode.unknown_topic_id, topic_id)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name):
+            return error_entry(None, ErrorCode.topic_authorization_failed, topic_id)
         return topic_entry(ctx, topic.name, version)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name or ""):
+        return error_entry(name, ErrorCode.topic_authorization_failed)
     if name in broker.metadata.topics:
         return topic_entry(ctx, name, version)
+    if allow_auto and not _may_create(ctx, name or ""):
+        return error_entry(name, ErrorCode.topic_authorization_failed)
     try:
         validate_topic_name(name or "")
     except KafkaError as exc:

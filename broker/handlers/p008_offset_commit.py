@@ -14,6 +14,8 @@ Behavior:
   (``ConsumerGroup.validateOffsetCommit``): STALE_MEMBER_EPOCH for another epoch,
   UNKNOWN_MEMBER_ID for an unknown member, UNSUPPORTED_VERSION below v9 for its members; epoch
   -1 commits only while the group has no members.
+- With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED for every partition)
+  and on each topic (else TOPIC_AUTHORIZATION_FAILED).
 
 Version notes:
 - v2-4 retention time (ignored, as Kafka >= 2.1 does for the log format we write); v3 throttle
@@ -25,6 +27,7 @@ from coordinator.group.state import OffsetAndMetadata
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize, denied
 from ..server import RequestContext
 
 
@@ -34,11 +37,17 @@ async def handle_offset_commit(ctx: RequestContext, request) -> dict:
     topics = ctx.services.metadata.topics
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     errors: dict[tuple[str, int], int] = {}
+    group_denied = not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id)
+    unauthorized = denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         topic = topics.get(t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if topic is None or not 0 <= p.partition_index < len(topic.partitions):
+            if group_denied:
+                errors[tp] = ErrorCode.group_authorization_failed
+            elif t.name in unauthorized:
+                errors[tp] = ErrorCode.topic_authorization_failed
+            elif topic is None or not 0 <= p.partition_index < len(topic.partitions):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 offsets[tp] = OffsetAndMetadata(

@@ -8,6 +8,9 @@ Behavior:
   marker gets UNSTABLE_OFFSET_COMMIT.
 - Coordinator errors (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...): per partition in
   v1, top-level from v2, per group from v8.
+- With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED); a requested
+  topic without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED, and is left out of an all-topics
+  fetch.
 
 Version notes:
 - v2 top-level error, null topics = all; v3 throttle time; v5 committed leader epoch;
@@ -17,7 +20,9 @@ Version notes:
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize, denied
 from ..server import RequestContext
 
 
@@ -27,6 +32,10 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: boo
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     error, entries = ctx.services.group_coordinator.fetch_offsets(group_id, partitions, require_stable,
                                                                   member_id, member_epoch)
+    if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        error = ErrorCode.group_authorization_failed
+    else:
+        entries = _authorized_entries(ctx, entries, all_topics=topics is None)
     if error:
         if v >= 2:
             return error, []
@@ -40,6 +49,17 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: boo
             "metadata": commit.metadata if commit is not None else "",
             "error_code": perr})
     return 0, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+def _authorized_entries(ctx: RequestContext, entries: list, all_topics: bool) -> list:
+    """Topics without DESCRIBE: left out of an all-topics fetch, else TOPIC_AUTHORIZATION_FAILED."""
+    unauthorized = denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {tp[0] for tp, _, _ in entries})
+    if not unauthorized:
+        return entries
+    if all_topics:
+        return [e for e in entries if e[0][0] not in unauthorized]
+    return [(tp, None, ErrorCode.topic_authorization_failed) if tp[0] in unauthorized else (tp, commit, err)
+            for tp, commit, err in entries]
 
 
 @register(9, 1, 9)

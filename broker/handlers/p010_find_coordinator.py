@@ -16,6 +16,8 @@ Behavior:
   coordinator and serves none of the share-group APIs, so it answers the non-retriable
   INVALID_REQUEST rather than a coordinator error a client would retry forever.
 - Any other key type: INVALID_REQUEST.
+- With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) or the
+  transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 Version notes:
 - v1 key type, error message; v3 flexible; v4 batched ``coordinator_keys`` (one result per key);
@@ -26,6 +28,7 @@ from coordinator.group.metadata import OFFSETS_TOPIC
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -44,10 +47,22 @@ def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
     return 0, state.leader
 
 
+def _authorization_error(ctx: RequestContext, key: str, key_type: int) -> int:
+    """DESCRIBE on the group or transactional id, as Kafka's KafkaApis."""
+    if key_type == GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.group_authorization_failed
+    if key_type == TRANSACTION and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.transactional_id_authorization_failed
+    return 0
+
+
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.services
     node_id = broker.node_id
-    if key_type == GROUP and broker.clustered:
+    refused = _authorization_error(ctx, key, key_type)
+    if refused:
+        code = refused
+    elif key_type == GROUP and broker.clustered:
         code, node_id = _group_node(ctx, key)
     elif key_type == GROUP:
         code = broker.group_coordinator.coordinator_error(key)

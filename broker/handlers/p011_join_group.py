@@ -8,6 +8,7 @@ Behavior:
   protocol; a session timeout outside group.min/max.session.timeout.ms is
   INVALID_SESSION_TIMEOUT; an illegal group.instance.id is INVALID_GROUP_ID.
 - Coordinator errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE.
+- With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 rebalance timeout (v0: the session timeout); v2 throttle time; v4 member id required
@@ -21,6 +22,7 @@ import re
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 _LEGAL_INSTANCE_ID = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -38,14 +40,20 @@ def client_host(ctx: RequestContext) -> str:
     return f"/{peer[0]}" if peer else ""
 
 
+def _failed(code: ErrorCode, request) -> dict:
+    return {"error_code": code, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+            "leader": "", "member_id": request.member_id, "members": []}
+
+
 @register(11, 0, 9)
 async def handle_join_group(ctx: RequestContext, request) -> dict:
     v = ctx.api_version
     group_instance_id = getattr(request, "group_instance_id", None) if v >= 5 else None
     session_timeout_ms = millis(request.session_timeout)
     if group_instance_id is not None and not _LEGAL_INSTANCE_ID.match(group_instance_id):
-        result = {"error_code": ErrorCode.invalid_group_id, "generation_id": -1, "protocol_type": None,
-                  "protocol_name": None, "leader": "", "member_id": request.member_id, "members": []}
+        result = _failed(ErrorCode.invalid_group_id, request)
+    elif not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        result = _failed(ErrorCode.group_authorization_failed, request)
     else:
         result = await ctx.services.group_coordinator.join_group(
             group_id=request.group_id, member_id=request.member_id,

@@ -6,18 +6,23 @@ Behavior:
   UNKNOWN_MEMBER_ID for a member the group does not know (also one expired for missing its
   session timeout); FENCED_INSTANCE_ID for a replaced static member. While the group's
   partition is loading the answer is NONE, as in Kafka.
+- With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 throttle time; v3 group.instance.id; v4 flexible.
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
 @register(12, 0, 4)
 async def handle_heartbeat(ctx: RequestContext, request) -> dict:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
     error = ctx.services.group_coordinator.heartbeat(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None) if ctx.api_version >= 3 else None,

@@ -10,7 +10,10 @@ Behavior:
   Dead with no error (v0-5), or GROUP_ID_NOT_FOUND and "Group <id> is not a classic group."
   (v6+), as Kafka 4.3.1.
 - Authorized operations (v3+, when asked, for a group answered without error): READ, DELETE,
-  DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400: there is no authorizer), as Kafka 4.3.
+  DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (3400) with no authorizer, else those of them
+  the caller is allowed, as Kafka 4.3.
+- With an authorizer: DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; the authorized
+  operations are those the caller is allowed.
 
 Version notes:
 - v1 throttle time; v3 authorized operations (KIP-430); v4 group.instance.id; v5 flexible;
@@ -21,7 +24,7 @@ from coordinator.group.state import GroupState
 from protocol.api import register
 from protocol.errors import ErrorCode
 
-from ..authorization import group_operations
+from ..authorization import AclOperation, ResourceType, authorize, group_operations
 from ..server import RequestContext
 
 
@@ -33,8 +36,12 @@ async def handle_describe_groups(ctx: RequestContext, request) -> dict:
     for group_id in request.groups:
         described = coordinator.describe_group(group_id)
         message = described.pop("error_message", None) or f"Group {group_id} not found."
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described = {**described, "error_code": ErrorCode.group_authorization_failed, "group_state": "",
+                         "protocol_type": "", "protocol_data": "", "members": []}
         if ctx.api_version >= 6 and described["error_code"] == 0 and described["group_state"] == GroupState.DEAD.value:
             described.update(error_code=ErrorCode.group_id_not_found, error_message=message)
-        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0)
+        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0, ctx,
+                                                            group_id)
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}

@@ -8,6 +8,8 @@ Behavior:
 - An existing topic gets TOPIC_ALREADY_EXISTS; a name twice in one request INVALID_REQUEST.
 - validate_only checks everything and creates nothing.
 - v5+ returns the topic id, partition count, replication factor and effective configs.
+- With an authorizer: CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED
+  "Authorization failed.".
 
 Version notes:
 - v4 defaults (-1) allowed; v5 flexible, results carry configs; v7 topic id.
@@ -19,6 +21,7 @@ from coordinator.controller.controller import check_replication_factor
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..config import ConfigError
 from ..replica_manager import validate_topic_name
 from ..server import RequestContext
@@ -48,6 +51,9 @@ def _error(name: str, code: ErrorCode, message: str | None) -> dict:
 
 async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
     broker = ctx.services
+    if not (authorize_cluster(ctx, AclOperation.CREATE)
+            or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+        raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     validate_topic_name(t.name)
     if t.name in broker.metadata.topics:
         raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{t.name}' already exists.")

@@ -15,6 +15,7 @@ Behavior:
 Differs from Kafka: Kafka 4.x deletes internal topics when asked (only the kafka-topics tool
 refuses); here the group and transaction coordinators keep those partitions open, so the
 request is refused. Deletion is synchronous, so ``timeout_ms`` is not needed.
+- With an authorizer: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2-3 throttle; v3 TOPIC_DELETION_DISABLED; v4 flexible; v5 error_message; v6 topics by
@@ -27,6 +28,7 @@ from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..replica_manager import INTERNAL_TOPICS
 from ..server import RequestContext
 
@@ -83,6 +85,8 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
             if topic is None:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition,
                                  "This server does not host this topic-partition.")
+        if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic.name):
+            raise KafkaError(ErrorCode.topic_authorization_failed, None)
         if topic.name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Topic {topic.name} is an internal topic and cannot be deleted.")

@@ -14,6 +14,7 @@ Behavior:
   low_watermark -1.
 - As Kafka, the new log start offset reaches the log-start-offset checkpoint on the next
   periodic checkpoint or clean shutdown.
+- With an authorizer: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 same layout (throttling); v2 flexible.
@@ -26,6 +27,7 @@ import structlog
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, denied
 from ..replica_manager import INTERNAL_TOPICS
 from ..server import RequestContext
 
@@ -38,10 +40,13 @@ log = structlog.get_logger("broker.admin")
 async def handle_delete_records(ctx: RequestContext, request) -> dict:
     topics = []
     deadline = time.monotonic() + request.timeout.total_seconds()
+    unauthorized = denied(ctx, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics))
     for t in request.topics:
         parts = []
         for p in t.partitions:
             try:
+                if t.name in unauthorized:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 low = _delete(ctx, t.name, p.partition_index, p.offset)
                 low = await _replicated_low_watermark(ctx, t.name, p.partition_index, low, deadline)
                 parts.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": 0})

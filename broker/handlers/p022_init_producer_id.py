@@ -13,6 +13,9 @@ Behavior:
   done (the client retries and gets epoch + 2). A stale KIP-360 id/epoch is PRODUCER_FENCED;
   COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR as the coordinator's state says.
 - PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH before v4.
+- With an authorizer: WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE on the cluster or WRITE
+  on some topic (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2 flexible; v3 producer id/epoch for epoch bumps (KIP-360); v4 PRODUCER_FENCED may replace
@@ -22,7 +25,26 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import (
+    AclOperation,
+    ResourceType,
+    authorize,
+    authorize_by_resource_type,
+    authorize_cluster,
+)
 from ..server import RequestContext
+
+
+def _authorization_error(ctx: RequestContext, transactional_id: str | None) -> int:
+    """WRITE on the transactional id; without one IDEMPOTENT_WRITE on the cluster or WRITE on
+    some topic (KIP-679), as Kafka's KafkaApis."""
+    if transactional_id is not None:
+        if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return ErrorCode.transactional_id_authorization_failed
+    elif not (authorize_cluster(ctx, AclOperation.IDEMPOTENT_WRITE)
+              or authorize_by_resource_type(ctx, AclOperation.WRITE, ResourceType.TOPIC)):
+        return ErrorCode.cluster_authorization_failed
+    return 0
 
 
 @register(22, 0, 5)
@@ -32,6 +54,9 @@ async def handle_init_producer_id(ctx: RequestContext, request) -> dict:
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "producer_id": -1,
                 "producer_epoch": -1}
     expected = None if pid == -1 else (pid, epoch)
+    refused = _authorization_error(ctx, request.transactional_id)
+    if refused:
+        return {"throttle_time": 0, "error_code": refused, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is None:
         try:
             pid = ctx.services.producer_ids.generate_producer_id()

@@ -12,6 +12,10 @@ Behavior:
 - v4-5 (broker to coordinator, KIP-890): a batch of transactions; ``verify_only`` ones are
   checked, not changed: NONE for a partition in the ongoing transaction, TRANSACTION_ABORTABLE
   for one that is not; the others are added as in v0-3.
+- With an authorizer: v0-3 need WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere) and on each topic (else
+  TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); v4+ (from brokers)
+  CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v2 PRODUCER_FENCED; v3 flexible; v4 batched by transaction with verify_only and a
@@ -21,6 +25,7 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster, denied
 from ..server import RequestContext
 
 
@@ -37,6 +42,10 @@ async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: d
                verify_only: bool) -> dict[tuple[str, int], int]:
     broker = ctx.services
     partitions = {(t, p) for t, ps in topics.items() for p in ps}
+    if not verify_only:  # a broker's verification was authorized as CLUSTER_ACTION
+        refused = _authorization_errors(ctx, txn_id, partitions)
+        if refused:
+            return refused
     unknown = _unknown_partitions(broker, partitions)
     if unknown:
         return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
@@ -48,6 +57,19 @@ async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: d
     if code == ErrorCode.producer_fenced and ctx.api_version < 2:
         code = ErrorCode.invalid_producer_epoch
     return {tp: code for tp in partitions}
+
+
+def _authorization_errors(ctx: RequestContext, txn_id: str, partitions: set) -> dict | None:
+    """WRITE on the transactional id (else every partition fails with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else TOPIC_AUTHORIZATION_FAILED,
+    the others OPERATION_NOT_ATTEMPTED), as Kafka's KafkaApis."""
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return {tp: ErrorCode.transactional_id_authorization_failed for tp in partitions}
+    unauthorized = denied(ctx, AclOperation.WRITE, ResourceType.TOPIC, {t for t, _ in partitions})
+    if not unauthorized:
+        return None
+    return {tp: ErrorCode.topic_authorization_failed if tp[0] in unauthorized else ErrorCode.operation_not_attempted
+            for tp in partitions}
 
 
 def _topic_results(topics: dict[str, list[int]], errors: dict[tuple[str, int], int]) -> list[dict]:
@@ -65,6 +87,9 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, request) -> dict:
         errors = await _add(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                             request.v3_and_below_producer_epoch, topics, verify_only=False)
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(topics, errors)}
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):  # v4+ comes from brokers
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "results_by_transaction": []}
     results = []
     for txn in request.transactions:
         topics = {}

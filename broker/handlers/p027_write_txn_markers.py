@@ -13,6 +13,8 @@ Behavior:
 - Appended with acks=all, as Kafka does: the answer waits until each marker is replicated to
   the ISR (REQUEST_TIMED_OUT after request.timeout.ms); a partition led elsewhere answers
   NOT_LEADER_OR_FOLLOWER.
+- With an authorizer: CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for
+  every partition.
 
 Version notes:
 - v0 is gone from Kafka 4.x (KIP-896); v1 is flexible; v2 (TV2) is not advertised.
@@ -24,6 +26,7 @@ from coordinator.group.metadata import OFFSETS_TOPIC
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
 
 
@@ -33,6 +36,8 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
     rm = broker.replica_manager
     results = []
     waiting = []
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return _all_failed(request, ErrorCode.cluster_authorization_failed)
     for marker in request.markers:
         topics = []
         for t in marker.topics:
@@ -59,6 +64,12 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
         await rm.flush(flush)
     await _await_replication(waiting, broker.config["request.timeout.ms"] / 1000)
     return {"markers": results}
+
+
+def _all_failed(request, code: ErrorCode) -> dict:
+    return {"markers": [{"producer_id": m.producer_id, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": i, "error_code": code} for i in t.partition_indexes]}
+        for t in m.topics]} for m in request.markers]}
 
 
 async def _await_replication(waiting: list, timeout_s: float) -> None:

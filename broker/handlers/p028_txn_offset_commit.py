@@ -12,6 +12,9 @@ Behavior:
   while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable).
 - KIP-447 fencing (v3+): a stale generation gets ILLEGAL_GENERATION, an unknown member
   UNKNOWN_MEMBER_ID.
+- With an authorizer: WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED),
+  READ on each topic (else TOPIC_AUTHORIZATION_FAILED).
 
 Version notes:
 - v2 committed leader epoch; v3 generation, member id, group instance id (KIP-447); v3+
@@ -23,6 +26,7 @@ from coordinator.group.state import OffsetAndMetadata
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize, denied
 from ..server import RequestContext
 
 
@@ -48,6 +52,16 @@ async def _verification_error(ctx: RequestContext, request) -> int:
     return code
 
 
+def _authorization_errors(ctx: RequestContext, request) -> tuple[int, set]:
+    """WRITE on the transactional id, READ on the group (each failing the whole request), and
+    the topics without READ (TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis."""
+    if not authorize(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return ErrorCode.transactional_id_authorization_failed, set()
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return ErrorCode.group_authorization_failed, set()
+    return 0, denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
+
+
 # A coordinator that cannot answer yet: the producer retries the commit.
 _RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
               ErrorCode.concurrent_transactions, ErrorCode.network_exception, ErrorCode.request_timed_out)
@@ -55,7 +69,9 @@ _RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, Er
 
 @register(28, 0, 4)
 async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
-    error = await _verification_error(ctx, request)
+    error, unauthorized = _authorization_errors(ctx, request)
+    if not error:
+        error = await _verification_error(ctx, request)
     if error:
         errors: dict = {}
         default = error
@@ -63,12 +79,14 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
         offsets = {(t.name, p.partition_index): OffsetAndMetadata(
             offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
             metadata=p.committed_metadata or "")
-            for t in request.topics for p in t.partitions}
+            for t in request.topics for p in t.partitions if t.name not in unauthorized}
         errors = await ctx.services.group_coordinator.txn_offset_commit(
             group_id=request.group_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
             member_id=getattr(request, "member_id", ""), group_instance_id=getattr(request, "group_instance_id", None),
             generation_id=getattr(request, "generation_id", -1), offsets=offsets)
         default = 0
+        errors.update({(t.name, p.partition_index): ErrorCode.topic_authorization_failed
+                       for t in request.topics if t.name in unauthorized for p in t.partitions})
 
     def code(tp) -> int:
         c = errors.get(tp, default)

@@ -17,6 +17,8 @@ Behavior:
   group's overrides, else the source of the broker key behind it (``group.share.*``...) or
   DEFAULT_CONFIG for keys without one (``share.auto.offset.reset``), as Kafka 4.3.1 answers.
 - Other resource types (BROKER_LOGGER, CLIENT_METRICS) get INVALID_REQUEST.
+- With an authorizer: DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or the
+  cluster for a broker (else CLUSTER_AUTHORIZATION_FAILED).
 
 Version notes:
 - v1 config_source and synonyms (v0, with is_default, is gone in Kafka 4.x); v2 same layout;
@@ -34,6 +36,7 @@ from ..admin_util import (
     node_id_of,
     unsupported_resource,
 )
+from ..authorization import AclOperation, check_config_resource
 from ..replica_manager import validate_topic_name
 from ..server import RequestContext
 
@@ -58,6 +61,7 @@ async def handle_describe_configs(ctx: RequestContext, request) -> dict:
 def _describe(ctx: RequestContext, r, include_synonyms: bool, include_docs: bool) -> list[dict]:
     broker = ctx.services
     keys = set(r.configuration_keys) if r.configuration_keys else None
+    check_config_resource(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
     if r.resource_type == ResourceType.TOPIC:
         validate_topic_name(r.resource_name)
         topic = broker.metadata.topics.get(r.resource_name)

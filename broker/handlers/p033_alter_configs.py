@@ -14,6 +14,8 @@ Behavior:
 - A resource named twice gets INVALID_REQUEST on both entries; a key twice in one resource
   or a null value, INVALID_REQUEST. Other resource types: INVALID_REQUEST.
 - validate_only checks everything and changes nothing.
+- With an authorizer: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or the
+  cluster for a broker (else CLUSTER_AUTHORIZATION_FAILED).
 
 Version notes:
 - v1 same layout (throttling); v2 flexible.
@@ -36,6 +38,7 @@ from ..admin_util import (
     validated_group_overrides,
     validated_topic_overrides,
 )
+from ..authorization import AclOperation, check_config_resource
 from ..server import RequestContext
 
 
@@ -46,6 +49,7 @@ async def handle_alter_configs(ctx: RequestContext, request) -> dict:
 
 async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     broker = ctx.services
+    check_config_resource(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
     check_alter_entries(r.configs)
     configs = {c.name: c.value for c in r.configs}
     if r.resource_type == ResourceType.TOPIC:

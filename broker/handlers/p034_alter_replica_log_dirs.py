@@ -15,6 +15,8 @@ partition, the first that applies:
 Differs from Kafka: a broker has one log directory (the first of ``log.dirs``; the others are
 not used), so there is never a replica to move between directories (no future replica, no
 ReplicaAlterLogDirsThread). Results come in request order (Kafka's follow a hash map).
+- With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every
+  partition.
 
 Version notes:
 - v0 is gone from Kafka 4.x; v1 same as v0 (throttle on quota violation); v2 flexible.
@@ -25,6 +27,7 @@ import os
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
 
 MAX_DIR_NAME = 255
@@ -38,8 +41,10 @@ async def handle_alter_replica_log_dirs(ctx: RequestContext, request) -> dict:
     # Kafka's AlterReplicaLogDirsRequest.partitionDirs: a partition named twice keeps its last dir.
     destinations = {(t.name, p): d.path for d in request.dirs for t in d.topics for p in t.partitions}
     by_topic: dict[str, list[dict]] = {}
+    refused = not authorize_cluster(ctx, AclOperation.ALTER)
     for (topic, partition), path in destinations.items():
-        error = _alter_replica_log_dir(ctx, topic, partition, path, log_dir)
+        error = ErrorCode.cluster_authorization_failed if refused else \
+            _alter_replica_log_dir(ctx, topic, partition, path, log_dir)
         by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
     return {"throttle_time": 0, "results": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}
 

@@ -6,6 +6,7 @@ Behavior:
   minus log end offset, never negative), and (v4) the directory's total and usable bytes.
 - A requested partition not hosted here is left out, as Kafka does.
 - The directory is named by its absolute path, as Kafka does (AlterReplicaLogDirs takes it back).
+- With an authorizer: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v0 is gone from Kafka 4.x; v2 flexible; v3 top-level error code; v4 total/usable bytes;
@@ -17,13 +18,17 @@ import os
 import shutil
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
 
 
 @register(35, 1, 5)
 async def handle_describe_log_dirs(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
     log_dir = os.path.abspath(ctx.services.config.log_dir)  # Kafka reports the absolute path
     if request.topics is None:
         wanted = set(rm.partitions)

@@ -11,6 +11,7 @@ Behavior:
   (INVALID_REPLICA_ASSIGNMENT otherwise), each non-empty, without duplicates, naming only
   registered brokers (this one), with the topic's replication factor.
 - validate_only checks everything and creates nothing.
+- With an authorizer: ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 same layout (throttling); v2 flexible; v3 same layout (quota errors strict).
@@ -21,6 +22,7 @@ from collections import Counter
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
@@ -49,6 +51,8 @@ def _result(name: str, code: ErrorCode, message: str | None) -> dict:
 
 async def _create(ctx: RequestContext, t, validate_only: bool) -> None:
     broker = ctx.services
+    if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
+        raise KafkaError(ErrorCode.topic_authorization_failed, None)
     topic = broker.metadata.topics.get(t.name)
     if topic is None:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, None)

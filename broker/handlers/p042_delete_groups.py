@@ -5,18 +5,23 @@ Behavior:
   ``__consumer_offsets`` and it is forgotten. A group with members gets NON_EMPTY_GROUP; an
   unknown one GROUP_ID_NOT_FOUND; coordinator errors per group. A KIP-848 consumer group
   without members is deleted the same way (its consumer-group records tombstoned too).
+- With an authorizer: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 no change (throttle on quota violation); v2 flexible.
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
 @register(42, 0, 2)
 async def handle_delete_groups(ctx: RequestContext, request) -> dict:
-    results = await ctx.services.group_coordinator.delete_groups(list(request.groups_names))
+    refused = {g for g in request.groups_names if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, g)}
+    results = await ctx.services.group_coordinator.delete_groups([g for g in request.groups_names if g not in refused])
+    results.update(dict.fromkeys(refused, ErrorCode.group_authorization_failed))
     return {"throttle_time": 0,
             "results": [{"group_id": g, "error_code": results[g]} for g in dict.fromkeys(request.groups_names)]}

@@ -9,6 +9,7 @@ Behavior:
   leader is live, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is.
 - Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION. The answer comes once the new leaders
   are in this broker's metadata.
+- With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 election type and a top-level error code; v2 flexible.
@@ -18,6 +19,7 @@ from coordinator.controller.controller import elect_preferred, elect_unclean
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
 
 PREFERRED, UNCLEAN = 0, 1
@@ -27,6 +29,9 @@ PREFERRED, UNCLEAN = 0, 1
 async def handle_elect_leaders(ctx: RequestContext, request) -> dict:
     metadata = ctx.services.metadata
     election_type = getattr(request, "election_type", PREFERRED)
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "replica_election_results": []}
     if election_type not in (PREFERRED, UNCLEAN):
         return {"throttle_time": 0, "error_code": ErrorCode.invalid_request, "replica_election_results": []}
     if request.topic_partitions is None:

@@ -25,6 +25,8 @@ Behavior:
 - A resource named twice: INVALID_REQUEST on both; a key twice in one resource, or a null
   value with SET/APPEND/SUBTRACT: INVALID_REQUEST. Other resource types: INVALID_REQUEST.
 - validate_only checks everything and changes nothing.
+- With an authorizer: ALTER_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or the
+  cluster for a broker (else CLUSTER_AUTHORIZATION_FAILED).
 
 Version notes:
 - v1 flexible.
@@ -49,6 +51,7 @@ from ..admin_util import (
     validated_group_overrides,
     validated_topic_overrides,
 )
+from ..authorization import AclOperation, check_config_resource
 from ..server import RequestContext
 from ..topic_config import TOPIC_KEYS, broker_default
 
@@ -60,6 +63,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request) -> dict
 
 async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     broker = ctx.services
+    check_config_resource(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
     check_alter_entries(r.configs, null_ok=lambda c: c.config_operation == OpType.DELETE)
     if r.resource_type == ResourceType.TOPIC:
         topic_for_config_change(broker, r.resource_name)

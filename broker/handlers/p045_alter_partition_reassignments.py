@@ -7,6 +7,7 @@ Behavior:
 - A null replica list cancels the partition's reassignment (NO_REASSIGNMENT_IN_PROGRESS if
   there is none). An empty, duplicated or unregistered replica list is
   INVALID_REPLICA_ASSIGNMENT; an unknown partition UNKNOWN_TOPIC_OR_PARTITION.
+- With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v0 flexible (v1, allowing replication-factor changes to be refused, is not advertised).
@@ -16,6 +17,7 @@ from coordinator.controller.controller import cancel_reassignment, start_reassig
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
 
 
@@ -33,6 +35,9 @@ def _check_target(metadata, replicas: list[int]) -> str | None:
 @register(45, 0, 0)
 async def handle_alter_partition_reassignments(ctx: RequestContext, request) -> dict:
     metadata = ctx.services.metadata
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "responses": []}
     results: dict[tuple[str, int], tuple[int, str | None]] = {}
     changes = []
     for topic in request.topics:

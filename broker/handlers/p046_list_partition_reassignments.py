@@ -4,19 +4,25 @@ Behavior:
 - Lists the partitions being reassigned (all of them when the topic list is null, else the
   listed ones that are): current replicas with the replicas being added and removed.
   Partitions that do not exist or are not being reassigned are left out, as Kafka does.
+- With an authorizer: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v0 flexible.
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
 
 
 @register(46, 0, 0)
 async def handle_list_partition_reassignments(ctx: RequestContext, request) -> dict:
     metadata = ctx.services.metadata
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                "topics": []}
     if request.topics is None:
         wanted = [(t.name, i) for t in metadata.topics.values() for i in range(len(t.partitions))]
     else:

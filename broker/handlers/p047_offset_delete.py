@@ -15,6 +15,8 @@ Behavior:
   COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
 - Topics are answered in Kafka's order: those with an unknown partition first (the unknown
   partitions first within them), then the rest, partitions in request order.
+- With an authorizer: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic
+  (else TOPIC_AUTHORIZATION_FAILED).
 
 Version notes:
 - v0 only (not flexible).
@@ -23,18 +25,25 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize, denied
 from ..server import RequestContext
 
 
 @register(47, 0, 0)
 async def handle_offset_delete(ctx: RequestContext, request) -> dict:
     topics = ctx.services.metadata.topics
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        return {"error_code": ErrorCode.group_authorization_failed, "throttle_time": 0, "topics": []}
+    unauthorized = denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     answered: dict[str, list[dict]] = {}  # Kafka's response builder: topic -> partitions
     valid: list[tuple[str, int]] = []
     for t in request.topics:
         known = topics.get(t.name)
         for p in t.partitions:
-            if known is not None and 0 <= p.partition_index < len(known.partitions):
+            if t.name in unauthorized:
+                answered.setdefault(t.name, []).append(_partition(p.partition_index,
+                                                                  ErrorCode.topic_authorization_failed))
+            elif known is not None and 0 <= p.partition_index < len(known.partitions):
                 valid.append((t.name, p.partition_index))
             else:
                 answered.setdefault(t.name, []).append(_partition(p.partition_index,

@@ -50,5 +50,5 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
         "controller_id": b.metadata.controller_id if b.metadata.controller_id >= 0 else b.node_id,
         "brokers": [{"broker_id": n, "host": host, "port": port, "rack": rack, "is_fenced": False}
                     for n, host, port, rack in b.metadata.brokers_on(ctx.listener)],
-        "cluster_authorized_operations": cluster_operations(request.include_cluster_authorized_operations),
+        "cluster_authorized_operations": cluster_operations(request.include_cluster_authorized_operations, ctx),
     }

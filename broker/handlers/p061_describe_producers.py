@@ -5,25 +5,30 @@ Behavior:
   tracks (KIP-664), with epoch, last sequence, last timestamp, coordinator epoch and the
   first offset of the producer's open transaction (-1 if none).
 - A partition this broker does not host: UNKNOWN_TOPIC_OR_PARTITION.
+- With an authorizer: READ on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
 - v0 only (flexible).
 """
 
 from protocol.api import register
-from protocol.errors import KafkaError
+from protocol.errors import ErrorCode, KafkaError
 
+from ..authorization import AclOperation, ResourceType, denied
 from ..server import RequestContext
 
 
 @register(61, 0, 0)
 async def handle_describe_producers(ctx: RequestContext, request) -> dict:
     rm = ctx.services.replica_manager
+    unauthorized = denied(ctx, AclOperation.READ, ResourceType.TOPIC, (t.name for t in request.topics))
     topics = []
     for t in request.topics:
         parts = []
         for index in t.partition_indexes:
             try:
+                if t.name in unauthorized:
+                    raise KafkaError(ErrorCode.topic_authorization_failed)
                 producers = rm.leader_partition(t.name, index).log.producer_state.producers.values()
                 parts.append({"partition_index": index, "error_code": 0, "error_message": None,
                               "active_producers": [

@@ -7,13 +7,17 @@ Behavior:
 - Unknown (or expiring) id: TRANSACTIONAL_ID_NOT_FOUND; "" INVALID_REQUEST; not coordinated
   here: NOT_COORDINATOR; partition loading: COORDINATOR_LOAD_IN_PROGRESS. Errors carry zeros
   in the other fields, as in Kafka.
+- With an authorizer: DESCRIBE on the transactional id, else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 Version notes:
 - v0 only (flexible).
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
@@ -21,4 +25,12 @@ from ..server import RequestContext
 async def handle_describe_transactions(ctx: RequestContext, request) -> dict:
     coordinator = ctx.services.txn_coordinator
     return {"throttle_time": 0,
-            "transaction_states": [coordinator.describe(t) for t in request.transactional_ids]}
+            "transaction_states": [coordinator.describe(t) if authorize(ctx, AclOperation.DESCRIBE,
+                                                                        ResourceType.TRANSACTIONAL_ID, t)
+                                   else _refused(t) for t in request.transactional_ids]}
+
+
+def _refused(transactional_id: str) -> dict:
+    return {"error_code": ErrorCode.transactional_id_authorization_failed, "transactional_id": transactional_id,
+            "transaction_state": "", "transaction_timeout": 0, "transaction_start_time": 0, "producer_id": 0,
+            "producer_epoch": 0, "topics": []}

@@ -14,8 +14,10 @@ Behavior:
   INVALID_TOPIC_EXCEPTION); such topics are left out when listing all topics.
 - A cursor whose topic is not among the requested topics, or with a negative partition, makes
   every requested topic answer INVALID_REQUEST, as Kafka's error response.
-- topic_authorized_operations: all topic operations (3576: there is no authorizer), also on a
-  topic answered with an error, as Kafka.
+- topic_authorized_operations: the topic operations the caller is allowed (all of them, 3576,
+  with no authorizer), also on a topic answered with an error, as Kafka.
+- With an authorizer, a requested topic without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED;
+  listing all topics leaves such topics out.
 
 Version notes:
 - v0 only (flexible).
@@ -25,7 +27,14 @@ from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
 
-from ..authorization import TOPIC_AUTHORIZED_OPERATIONS
+from ..authorization import (
+    TOPIC_AUTHORIZED_OPERATIONS,
+    AclOperation,
+    ResourceType,
+    authorize,
+    filter_authorized,
+    topic_operations,
+)
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..server import RequestContext
 from .p003_metadata import offline_replicas
@@ -40,7 +49,8 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> dict
     cursor = request.cursor
     cursor_topic = cursor.topic_name if cursor is not None else ""
     if fetch_all:
-        names = {n for n in topics if n >= cursor_topic}
+        names = filter_authorized(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                  (n for n in topics if n >= cursor_topic))
     else:
         names = {t.name for t in request.topics if t.name >= cursor_topic}
         if cursor is not None and cursor.topic_name not in names:
@@ -54,6 +64,9 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> dict
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
         topic = topics.get(name)
+        if not fetch_all and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            out.append({**_missing(name), "error_code": ErrorCode.topic_authorization_failed})
+            continue
         if topic is None:
             if not fetch_all:
                 out.append(_missing(name))
@@ -66,7 +79,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext, request) -> dict
                        "offline_replicas": offline_replicas(ctx, p)}
                       for i, p in enumerate(topic.partitions[start:upper], start)]
         out.append({"error_code": 0, "name": name, "topic_id": topic.uuid, "is_internal": name in INTERNAL_TOPICS,
-                    "partitions": partitions, "topic_authorized_operations": TOPIC_AUTHORIZED_OPERATIONS})
+                    "partitions": partitions, "topic_authorized_operations": topic_operations(True, ctx, name)})
         if upper < len(topic.partitions):
             next_cursor = {"topic_name": name, "partition_index": upper}
             break

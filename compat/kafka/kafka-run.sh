@@ -19,6 +19,7 @@
 #   kafka-reassign-partitions    org.apache.kafka.tools.reassign.ReassignPartitionsCommand
 #   kafka-log-dirs               org.apache.kafka.tools.LogDirsCommand
 #   kafka-metadata-quorum        org.apache.kafka.tools.MetadataQuorumCommand
+#   kafka-acls                   org.apache.kafka.tools.AclCommand
 #   kafka-server-start           kafka.Kafka
 # (a trailing ".sh" on an alias is accepted too: kafka-topics.sh)
 #
@@ -56,6 +57,7 @@ case "$CLASS" in
   kafka-reassign-partitions) CLASS=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
   kafka-log-dirs)            CLASS=org.apache.kafka.tools.LogDirsCommand ;;
   kafka-metadata-quorum)     CLASS=org.apache.kafka.tools.MetadataQuorumCommand ;;
+  kafka-acls)                CLASS=org.apache.kafka.tools.AclCommand ;;
   kafka-server-start)        CLASS=kafka.Kafka ;;
 esac
 

@@ -12,6 +12,7 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
     producer_id_block               the next free producer-id block
     group_configs/<group id>        a group's config overrides (GROUP config resource)
     scram/<user>                    a user's SCRAM credentials by mechanism
+    acls/<id>                       one ACL (its id derives from its content)
 
 Every write is one etcd transaction that compares what it depends on: a topic is created only
 if absent, a partition changes only at the mod_revision this broker read (and, for controller
@@ -45,6 +46,7 @@ from aetcd import exceptions as etcd_errors
 
 from protocol.errors import ErrorCode, KafkaError
 
+from ..acls import StandardAcl
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 from .store import PRODUCER_ID_BLOCK_SIZE, new_cluster_id
 
@@ -59,7 +61,7 @@ class RegistrationConflict(Exception):
     """Another live process holds this node.id."""
 
 
-def _dumps(value: dict) -> bytes:
+def _dumps(value: dict | list) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -213,6 +215,8 @@ class EtcdMetadataStore(MetadataCache):
         before_parts = dict(self._parts)
         before_image = self.topics
         before_topics = set(self.topics)
+        before_acls = self.acls
+        self.acls = {}
         self._topic_raw.clear()
         self._parts.clear()
         self.group_configs = {}
@@ -230,6 +234,8 @@ class EtcdMetadataStore(MetadataCache):
         self._applied.set()
         self.notify(changed, before_topics - set(self.topics))
         self.notify_configs(before_image, self.topics)
+        if self.acls != before_acls:
+            self.notify_acls()
 
     async def _watch_loop(self) -> None:
         backoff = 0.2
@@ -259,6 +265,9 @@ class EtcdMetadataStore(MetadataCache):
 
     def _apply_event(self, event) -> None:
         kv = event.kv
+        if kv.key.startswith(self.key("acls") + b"/"):
+            self._apply_acl_event(event)
+            return
         changed: set[tuple[str, int]] = set()
         deleted: set[str] = set()
         name = self._apply_put(kv.key, kv.value, kv.mod_revision, kv.create_revision) \
@@ -287,6 +296,17 @@ class EtcdMetadataStore(MetadataCache):
     def _kind(self, key: bytes) -> str:
         return key.decode()[len(self.prefix) + 1:].split("/", 1)[0]
 
+    def _apply_acl_event(self, event) -> None:
+        kv = event.kv
+        acl_id = kv.key.decode().rpartition("/")[2]
+        if event.kind == "PUT":
+            self.acls = {**self.acls, acl_id: StandardAcl.from_json(json.loads(kv.value))}
+        else:
+            self.acls = {k: v for k, v in self.acls.items() if k != acl_id}
+        self.revision = max(self.revision, kv.mod_revision)
+        self._applied.set()
+        self.notify_acls()
+
     def _apply_put(self, key: bytes, value: bytes, mod_revision: int, create_revision: int) -> str | None:
         """Apply one key; returns the topic name when a topic or partition record changed."""
         parts = key.decode()[len(self.prefix) + 1:].split("/")
@@ -298,6 +318,8 @@ class EtcdMetadataStore(MetadataCache):
             self.controller_id, self.controller_epoch = int(value), create_revision
         elif kind == "cluster_id":
             self.cluster_id = value.decode()
+        elif kind == "acls":
+            self.acls[parts[1]] = StandardAcl.from_json(json.loads(value))
         elif kind == "topics":
             self._topic_raw[parts[1]] = json.loads(value)
             return parts[1]
@@ -497,6 +519,27 @@ class EtcdMetadataStore(MetadataCache):
             if ok:
                 return start, PRODUCER_ID_BLOCK_SIZE
         raise KafkaError(ErrorCode.coordinator_load_in_progress, "producer-id block contended; retry")
+
+    # --- ACLs ------------------------------------------------------------------------------------
+
+    async def create_acls(self, acls: list[StandardAcl]) -> None:
+        """Put each ACL under its content-derived key (the same ACL twice is one key)."""
+        t = self.client.transactions
+        puts = [t.put(self.key("acls", acl.acl_id), _dumps(acl.to_json())) for acl in acls]
+        await self._write_all(puts)
+
+    async def delete_acls(self, acl_ids: set[str]) -> None:
+        t = self.client.transactions
+        await self._write_all([t.delete(self.key("acls", acl_id)) for acl_id in sorted(acl_ids)])
+
+    async def _write_all(self, operations: list) -> None:
+        """Unconditional writes, in transactions under etcd's operation limit; waits until applied."""
+        revision = 0
+        for chunk in _chunks(operations, MAX_TXN_OPS):
+            _, rev = await self._txn([], chunk)
+            revision = max(revision, rev)
+        if revision:
+            await self.wait_applied(revision)
 
     # --- controller election ----------------------------------------------------------------------
 

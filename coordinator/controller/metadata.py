@@ -2,7 +2,8 @@
 
 Owns: :class:`BrokerRegistration` (a broker's endpoints by listener name), :class:`PartitionState`, :class:`TopicState` and
 :class:`MetadataCache`, the image every handler reads without awaiting (topics, partition
-leaders, ISR, live brokers, the controller id, group config overrides, SCRAM credentials). A backend (the embedded file store or the etcd
+leaders, ISR, live brokers, the controller id, group config overrides, SCRAM credentials, the
+ACLs). A backend (the embedded file store or the etcd
 store) feeds the cache; the broker applies the partitions that changed (``changed`` listeners)
 as Kafka's ``ReplicaManager.applyDelta`` does.
 
@@ -15,6 +16,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from ..acls import StandardAcl
 
 NO_LEADER = -1
 
@@ -99,6 +102,8 @@ class MetadataCache:
         self.group_configs: dict[str, dict[str, str]] = {}
         # SCRAM credentials by user and mechanism name (coordinator/controller/scram.py).
         self.scram_credentials: dict[str, dict[str, dict]] = {}
+        self.acls: dict[str, StandardAcl] = {}  # by ACL id
+        self.acl_listeners: list[Callable[[], None]] = []  # the ACLs changed
         # Topic id -> topic, filled on lookup (Produce v13 and Fetch v13+ resolve ids per request);
         # an entry counts only while ``topics`` still holds that very TopicState.
         self._by_id: dict[uuid.UUID, TopicState] = {}
@@ -145,6 +150,10 @@ class MetadataCache:
             if old is not None and old.configs != topic.configs:
                 for listener in self.config_listeners:
                     listener(name)
+
+    def notify_acls(self) -> None:
+        for listener in self.acl_listeners:
+            listener()
 
     def notify(self, partitions: set[tuple[str, int]], deleted_topics: set[str]) -> None:
         """Tell the listeners which partitions changed (and which topics are gone)."""

@@ -2,7 +2,7 @@
 
 Owns: the cluster id, topics (id, partition count, per-topic config overrides), each
 partition's leader, replicas, ISR and leader epoch, the producer-id block counter, the
-group config overrides and the SCRAM credentials. Every
+group config overrides, the SCRAM credentials and the ACLs (by id). Every
 change is written to a temp file, fsynced and renamed before it is applied in memory, so an
 acknowledged CreateTopics or a handed-out producer-id block survives kill -9.
 
@@ -18,6 +18,7 @@ import json
 import os
 import uuid
 
+from ..acls import StandardAcl
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 
 __all__ = ["MetadataStore", "PartitionState", "TopicState", "new_cluster_id", "PRODUCER_ID_BLOCK_SIZE"]
@@ -65,6 +66,7 @@ class MetadataStore(MetadataCache):
             self.topics[name] = TopicState(name, t["topic_id"],
                                            [PartitionState.from_json(p) for p in t["partitions"]],
                                            t.get("configs", {}))
+        self.acls = {acl_id: StandardAcl.from_json(a) for acl_id, a in raw.get("acls", {}).items()}
 
     @property
     def applied_offset(self) -> int:
@@ -83,6 +85,7 @@ class MetadataStore(MetadataCache):
                        for n, t in self.topics.items()},
             "group_configs": self.group_configs,
             "scram_credentials": self.scram_credentials,
+            "acls": {acl_id: acl.to_json() for acl_id, acl in self.acls.items()},
         }
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -159,6 +162,22 @@ class MetadataStore(MetadataCache):
             self._save()
             self.notify(written, set())
         return written
+
+    # --- ACLs ------------------------------------------------------------------------------------
+
+    async def create_acls(self, acls: list[StandardAcl]) -> None:
+        """Add the ACLs not already present (an existing one is a success, as in Kafka)."""
+        new = {acl.acl_id: acl for acl in acls if acl.acl_id not in self.acls}
+        if new:
+            self.acls = {**self.acls, **new}
+            self._save()
+            self.notify_acls()
+
+    async def delete_acls(self, acl_ids: set[str]) -> None:
+        if acl_ids & self.acls.keys():
+            self.acls = {k: v for k, v in self.acls.items() if k not in acl_ids}
+            self._save()
+            self.notify_acls()
 
     # --- producer ids ------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from .server import RequestContext
 
-__all__ = ["AclOperation", "ResourceType", "authorize", "authorize_cluster", "denied", "filter_authorized", "check_config_resource",
+__all__ = ["UNAUTHORIZED_GROUP", "refused_state_request", "AclOperation", "ResourceType", "authorize", "authorize_cluster", "denied", "filter_authorized", "check_config_resource",
            "topic_operations", "group_operations", "cluster_operations"]
 
 _op = AclOperation
@@ -50,6 +50,20 @@ def to_32bit_field(operations: Iterable[AclOperation]) -> int:
 TOPIC_AUTHORIZED_OPERATIONS = to_32bit_field(TOPIC_SUPPORTED_OPERATIONS)
 GROUP_AUTHORIZED_OPERATIONS = to_32bit_field(GROUP_SUPPORTED_OPERATIONS)
 CLUSTER_AUTHORIZED_OPERATIONS = to_32bit_field(CLUSTER_SUPPORTED_OPERATIONS)
+
+
+# What a describe of a modern group (ConsumerGroupDescribe, ShareGroupDescribe) says of a group
+# the caller may not DESCRIBE: the error and nothing of the group.
+UNAUTHORIZED_GROUP = {"error_code": ErrorCode.group_authorization_failed, "error_message": None, "group_state": "",
+                      "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
+
+
+def refused_state_request(request, **partition_defaults) -> dict:
+    """A share-group state RPC (83-86) from a caller without CLUSTER_ACTION:
+    CLUSTER_AUTHORIZATION_FAILED for every partition, as Kafka."""
+    return {"results": [{"topic_id": t.topic_id, "partitions": [
+        {"partition": p.partition, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+         **partition_defaults} for p in t.partitions]} for t in request.topics]}
 
 
 def authorize(ctx: RequestContext, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:

@@ -1,6 +1,7 @@
 """What ShareFetch (78) and ShareAcknowledge (79) have in common: resolving a topic id to a
 partition this broker leads, applying acknowledgement batches through the share-partition
-manager, and the leader information of KIP-951 for NOT_LEADER_OR_FOLLOWER answers.
+manager, the topic READ check of an authorizer, and the leader information of KIP-951 for
+NOT_LEADER_OR_FOLLOWER answers.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from uuid import UUID
 from coordinator.share.partition import AckBatch, AcknowledgeType
 from protocol.errors import ErrorCode, KafkaError
 
+from .authorization import AclOperation, ResourceType, authorize
+
 if TYPE_CHECKING:
     from .partition import Partition
+    from .server import RequestContext
     from .services import BrokerServices
 
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
@@ -21,6 +25,15 @@ NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
 def topic_name(services: BrokerServices, topic_id: UUID) -> str | None:
     topic = services.metadata.topic_by_id(topic_id)
     return None if topic is None else topic.name
+
+
+def unreadable_topic(ctx: RequestContext, topic_id: UUID) -> bool:
+    """With an authorizer: the caller may not READ the topic (ShareFetch and ShareAcknowledge
+    need READ on each topic, as Kafka's KafkaApis)."""
+    if ctx.services.authorizer is None:
+        return False
+    name = topic_name(ctx.services, topic_id)
+    return name is not None and not authorize(ctx, AclOperation.READ, ResourceType.TOPIC, name)
 
 
 def leader_partition(services: BrokerServices, topic_id: UUID, index: int) -> tuple[str, Partition]:

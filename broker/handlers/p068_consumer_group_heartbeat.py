@@ -12,6 +12,8 @@ Behavior:
   UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, GROUP_ID_NOT_FOUND for a
   group id used by a classic group, and the coordinator errors (NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
+- With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every
+  subscribed topic name (else TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
 
 Version notes:
 - v0 first version (the coordinator makes up the member id on join); v1 the member id is
@@ -20,15 +22,21 @@ Version notes:
   :mod:`coordinator.group.consumer_coordinator`).
 """
 
-from coordinator.group.consumer_coordinator import HeartbeatRequest, owned_from_request
+from coordinator.group.consumer_coordinator import HeartbeatRequest, error_response, owned_from_request
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize, denied
 from ..server import RequestContext
 from .p011_join_group import client_host, millis
 
 
 @register(68, 0, 1)
 async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+        return error_response(ErrorCode.group_authorization_failed)
+    if denied(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, request.subscribed_topic_names or ()):
+        return error_response(ErrorCode.topic_authorization_failed)
     r = HeartbeatRequest(
         api_version=ctx.api_version, group_id=request.group_id, member_id=request.member_id,
         member_epoch=request.member_epoch, instance_id=request.instance_id, rack_id=request.rack_id,

@@ -10,6 +10,7 @@ Behavior:
   INVALID_GROUP_ID; coordinator errors per group.
 - Authorized operations (when asked, for a group answered without error): READ, DELETE,
   DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS, as DescribeGroups (broker/authorization.py).
+- With an authorizer: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 
 Version notes:
 - v0 first version; v1 member type (KIP-1099: 1 for a member using the consumer protocol).
@@ -17,7 +18,7 @@ Version notes:
 
 from protocol.api import register
 
-from ..authorization import group_operations
+from ..authorization import UNAUTHORIZED_GROUP, AclOperation, ResourceType, authorize, group_operations
 from ..server import RequestContext
 
 
@@ -28,6 +29,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, request) -> dict:
     groups = []
     for group_id in request.group_ids:
         described = consumer.describe(group_id)
-        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.update(UNAUTHORIZED_GROUP)
+        described["authorized_operations"] = group_operations(include_ops and described["error_code"] == 0, ctx, group_id)
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}

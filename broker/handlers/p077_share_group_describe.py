@@ -9,6 +9,7 @@ Behavior:
   (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE) per group.
 - Authorized operations when asked, for a group answered without error: READ, DELETE,
   DESCRIBE, DESCRIBE_CONFIGS and ALTER_CONFIGS (there is no authorizer), as for other groups.
+- With an authorizer: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 
 Version notes:
 - v1 only, as Kafka 4.3.1; flexible.
@@ -16,7 +17,7 @@ Version notes:
 
 from protocol.api import register
 
-from ..authorization import group_operations
+from ..authorization import UNAUTHORIZED_GROUP, AclOperation, ResourceType, authorize, group_operations
 from ..server import RequestContext
 
 
@@ -26,7 +27,9 @@ async def handle_share_group_describe(ctx: RequestContext, request) -> dict:
     groups = []
     for group_id in request.group_ids:
         described = coordinator.describe(group_id)
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            described.update(UNAUTHORIZED_GROUP)
         described["authorized_operations"] = group_operations(
-            bool(request.include_authorized_operations) and described["error_code"] == 0)
+            bool(request.include_authorized_operations) and described["error_code"] == 0, ctx, group_id)
         groups.append(described)
     return {"throttle_time": 0, "groups": groups}

@@ -20,6 +20,8 @@ Behavior:
   with ``current_leader`` and ``node_endpoints`` (KIP-951).
 - A session answers with the partitions that have records, an error or an acknowledgement
   result (all requested partitions on epoch 0).
+- With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED) and on each topic
+  (else TOPIC_AUTHORIZATION_FAILED for its partitions, fetch and acknowledgements alike).
 
 Version notes:
 - v0 (Kafka 4.0 early access) was removed in 4.1; v1 is the stable KIP-932 version.
@@ -35,6 +37,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from .. import share_requests as sr
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
@@ -43,6 +46,8 @@ async def handle_share_fetch(ctx: RequestContext, request) -> dict:
     services = ctx.services
     manager = services.share_manager
     group_id, member_id = request.group_id or "", request.member_id or ""
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return _error_response(ErrorCode.group_authorization_failed, None)
     acks = {(t.topic_id, p.partition_index): sr.ack_batches(p)
             for t in request.topics for p in t.partitions if p.acknowledgement_batches}
     try:
@@ -54,7 +59,8 @@ async def handle_share_fetch(ctx: RequestContext, request) -> dict:
     renew_allowed = ctx.api_version >= 2
     results: dict[tuple, dict] = {}
     for (topic_id, index), batches in acks.items():
-        code = await sr.acknowledge(services, group_id, member_id, topic_id, index, batches, renew_allowed)
+        code = ErrorCode.topic_authorization_failed if sr.unreadable_topic(ctx, topic_id) else \
+            await sr.acknowledge(services, group_id, member_id, topic_id, index, batches, renew_allowed)
         results[(topic_id, index)] = _partition(services, topic_id, index, ack_code=code)
     if request.share_session_epoch == FINAL_EPOCH:
         manager.close_session(session)
@@ -96,6 +102,8 @@ async def _fetch(ctx: RequestContext, request, session, results: dict) -> None:
             if budget["records"] <= 0 or budget["bytes"] <= 0:
                 break
             try:
+                if sr.unreadable_topic(ctx, topic_id):
+                    raise KafkaError(ErrorCode.topic_authorization_failed, None)
                 name, part = sr.leader_partition(services, topic_id, index)
                 sp = await services.share_manager.share_partition(
                     session.group_id, name, topic_id, index, part.log, part.leader_epoch)

@@ -12,6 +12,8 @@ Behavior:
   by the member is INVALID_RECORD_STATE; malformed batches INVALID_REQUEST; an unknown topic
   id UNKNOWN_TOPIC_ID; a partition not led here NOT_LEADER_OR_FOLLOWER with the current
   leader and ``node_endpoints`` (KIP-951). The answer comes once the new state is persisted.
+- With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED) and on each topic
+  (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 
 Version notes:
 - v0 (Kafka 4.0 early access) was removed in 4.1; v1 is the stable KIP-932 version.
@@ -23,6 +25,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from .. import share_requests as sr
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
@@ -31,6 +34,9 @@ async def handle_share_acknowledge(ctx: RequestContext, request) -> dict:
     services = ctx.services
     manager = services.share_manager
     group_id, member_id = request.group_id or "", request.member_id or ""
+    if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, group_id):
+        return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "error_message": None,
+                "acquisition_lock_timeout": 0, "responses": [], "node_endpoints": []}
     try:
         session = manager.check_acknowledge_session(group_id, member_id, request.share_session_epoch)
     except KafkaError as exc:
@@ -40,8 +46,11 @@ async def handle_share_acknowledge(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
-            code = await sr.acknowledge(services, group_id, member_id, topic.topic_id, p.partition_index,
-                                        sr.ack_batches(p), ctx.api_version >= 2)
+            if sr.unreadable_topic(ctx, topic.topic_id):
+                code = ErrorCode.topic_authorization_failed
+            else:
+                code = await sr.acknowledge(services, group_id, member_id, topic.topic_id, p.partition_index,
+                                            sr.ack_batches(p), ctx.api_version >= 2)
             leader = sr.current_leader(services, topic.topic_id, p.partition_index, code)
             if code == ErrorCode.not_leader_or_follower:
                 leaders.add(leader["leader_id"])

@@ -6,6 +6,8 @@ Behavior:
   epoch, start offset and state batches; -1 and no batches for a share-partition with no
   state. NOT_COORDINATOR where another broker leads the state partition,
   COORDINATOR_LOAD_IN_PROGRESS while it is replayed.
+- With an authorizer: CLUSTER_ACTION on the cluster (a broker's request), else
+  CLUSTER_AUTHORIZATION_FAILED for every partition.
 
 Version notes:
 - v0 only. The share-partition leader sends it (``broker/share_remote.py``).
@@ -14,11 +16,14 @@ Version notes:
 from protocol.api import register
 from protocol.errors import KafkaError
 
+from ..authorization import AclOperation, authorize_cluster, refused_state_request
 from ..server import RequestContext
 
 
 @register(84, 0, 0)
 async def handle_read_share_group_state(ctx: RequestContext, request) -> dict:
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return refused_state_request(request, state_epoch=0, start_offset=-1, state_batches=[])
     coordinator = ctx.services.share_coordinator
     results = []
     for topic in request.topics:

@@ -6,6 +6,8 @@ Behavior:
   with acks=all before it answers. NOT_COORDINATOR where another broker leads the state
   partition, COORDINATOR_LOAD_IN_PROGRESS while it is replayed, COORDINATOR_NOT_AVAILABLE
   when the append fails.
+- With an authorizer: CLUSTER_ACTION on the cluster (a broker's request), else
+  CLUSTER_AUTHORIZATION_FAILED for every partition.
 
 Version notes:
 - v1 adds ``delivery_complete_count`` (KIP-1226): not stored, it is recomputed from the
@@ -16,11 +18,14 @@ from coordinator.share.partition import PersistedState, RecordState, StateBatch
 from protocol.api import register
 from protocol.errors import KafkaError
 
+from ..authorization import AclOperation, authorize_cluster, refused_state_request
 from ..server import RequestContext
 
 
 @register(85, 0, 1)
 async def handle_write_share_group_state(ctx: RequestContext, request) -> dict:
+    if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return refused_state_request(request)
     coordinator = ctx.services.share_coordinator
     results = []
     for topic in request.topics:

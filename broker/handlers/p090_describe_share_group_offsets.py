@@ -7,13 +7,16 @@ Behavior:
   partition the group never fetched; an unknown topic UNKNOWN_TOPIC_OR_PARTITION on each of
   its partitions. A null topic list describes every share-partition with state
   (``coordinator/share/admin.py``).
+- With an authorizer: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 
 Version notes:
 - v1 adds ``lag`` (KIP-1226): -1 where it cannot be computed.
 """
 
 from protocol.api import register
+from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, ResourceType, authorize
 from ..server import RequestContext
 
 
@@ -23,5 +26,9 @@ async def handle_describe_share_group_offsets(ctx: RequestContext, request) -> d
     groups = []
     for group in request.groups:
         topics = None if group.topics is None else [(t.topic_name, list(t.partitions)) for t in group.topics]
+        if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group.group_id):
+            groups.append({"group_id": group.group_id, "error_code": ErrorCode.group_authorization_failed,
+                           "error_message": None, "topics": []})
+            continue
         groups.append(await admin.describe(group.group_id, topics))
     return {"throttle_time": 0, "groups": groups}

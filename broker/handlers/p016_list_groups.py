@@ -1,12 +1,13 @@
 """ListGroups: v0-5
 
 Behavior:
-- Every group this coordinator knows (classic groups, including Empty groups that only hold
-  offsets), with protocol type; COORDINATOR_LOAD_IN_PROGRESS while ``__consumer_offsets`` is
+- Every group this coordinator knows: classic groups (including Empty groups that only hold
+  offsets) with their protocol type, and share groups (KIP-932: protocol type and group type
+  "share", state Empty or Stable); COORDINATOR_LOAD_IN_PROGRESS while ``__consumer_offsets`` is
   still being loaded (with the groups loaded so far).
 - v4+ states filter and v5+ types filter (case-insensitive): classic groups ("classic", their
-  protocol type) and KIP-848 consumer groups ("consumer", protocol type "consumer", states
-  Empty / Assigning / Reconciling / Stable).
+  protocol type), KIP-848 consumer groups ("consumer", protocol type "consumer", states
+  Empty / Assigning / Reconciling / Stable) and share groups ("share").
 - With an authorizer: DESCRIBE on the cluster lists every group, else only the groups with
   DESCRIBE.
 

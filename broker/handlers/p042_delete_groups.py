@@ -5,6 +5,8 @@ Behavior:
   ``__consumer_offsets`` and it is forgotten. A group with members gets NON_EMPTY_GROUP; an
   unknown one GROUP_ID_NOT_FOUND; coordinator errors per group. A KIP-848 consumer group
   without members is deleted the same way (its consumer-group records tombstoned too).
+- A share group (KIP-932) likewise, once empty: its share-partition state is deleted first
+  (the data path's ``delete_group_state``), then its share-group records are tombstoned.
 - With an authorizer: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:

@@ -1082,6 +1082,8 @@ class GroupCoordinator:
         if error:
             return error, []
         group = self.groups.get(group_id)
+        if group is None and self._other_owner(group_id) is not None:
+            return ErrorCode.group_id_not_found, []  # Kafka: "Group <id> is not a consumer group."
         if group is not None and group.consumer is not None:
             error = self.consumer.validate_offset_fetch(group.consumer, member_id, member_epoch)
             if error:

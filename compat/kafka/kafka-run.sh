@@ -29,6 +29,7 @@
 #   KAFKA_HEAP_OPTS              default -Xmx256m (like kafka-run-class.sh for tools)
 #   KAFKA_JVM_OPTS               default: fast-startup flags for short-lived CLI tools
 #   KAFKA_OPTS                   extra JVM flags appended
+#   KAFKA_EXTRA_CLASSPATH        appended to the jars' classpath (e.g. a principal builder)
 # The JVM replaces this shell (exec), so $! / Popen.pid is the java process.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,4 +69,4 @@ exec java \
   -Djava.awt.headless=true \
   -Dlog4j2.configurationFile="${KAFKA_LOG4J_CONFIG:-$HERE/log4j2-quiet.xml}" \
   ${KAFKA_OPTS:-} \
-  -cp "$LIBS/*" "$CLASS" "$@"
+  -cp "$LIBS/*${KAFKA_EXTRA_CLASSPATH:+:$KAFKA_EXTRA_CLASSPATH}" "$CLASS" "$@"

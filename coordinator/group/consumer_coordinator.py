@@ -23,8 +23,9 @@ Differs from Kafka: regular expressions are resolved at each heartbeat with Pyth
 (``fullmatch``, as RE2J's ``matches``) rather than asynchronously with RE2J (the syntaxes
 differ at the edges: Python has backreferences and lookaround, RE2J has neither, and
 ``\\p{...}`` classes only exist in RE2J); classic-protocol members cannot join a consumer group
-(no online upgrade/downgrade: a classic JoinGroup to a consumer group, or a heartbeat to a
-non-empty classic group, gets GROUP_ID_NOT_FOUND); rack-aware assignment and
+(no online upgrade/downgrade: a classic JoinGroup to a consumer group with members, or a
+heartbeat to a classic group with members, gets GROUP_ID_NOT_FOUND; empty groups are converted
+either way, as Kafka does); rack-aware assignment and
 ``group.consumer.assignment.interval.ms`` are not implemented; offset commits are checked
 against the member epoch only (not KIP-1251's per-partition assignment epochs).
 """

@@ -337,7 +337,8 @@ class GroupCoordinator:
             group.consumer = consumer_group
             group.offsets = offsets_by_group.pop(group_id, {})
             group.pending_txn_offsets = pending_by_group.pop(group_id, {})
-            loaded.groups.pop(group_id, None)  # a classic group converted later in the log
+            # Converting a group tombstones the other kind, so this is only a leftover.
+            loaded.groups.pop(group_id, None)
             self._install_loaded_group(group)
             if self.groups.get(group_id) is group:
                 self.consumer.on_loaded(group)
@@ -620,8 +621,15 @@ class GroupCoordinator:
                 return join_error(member_id, ErrorCode.unknown_member_id)
             group = self.groups[group_id] = GroupMetadata(group_id)
         if group.consumer is not None:
-            # Classic members cannot join a consumer group here (Kafka's migration disabled).
-            return join_error(member_id, ErrorCode.group_id_not_found)
+            if group.consumer.members:
+                # Classic members cannot join a live consumer group here (no online migration).
+                return join_error(member_id, ErrorCode.group_id_not_found)
+            # Kafka's maybeDeleteEmptyConsumerGroup: an empty consumer group becomes classic.
+            self.consumer.cancel_group_timers(group_id)
+            tombstones = self.consumer.tombstone_records(group.consumer)
+            group.consumer = None
+            self._spawn(self._append(group_id, tombstones))
+            log.info("empty_consumer_group_converted", group=group_id)
         fut = asyncio.get_running_loop().create_future()
         args = {"group_instance_id": group_instance_id, "client_id": client_id, "client_host": client_host,
                 "rebalance_timeout_ms": rebalance_timeout_ms, "session_timeout_ms": session_timeout_ms,

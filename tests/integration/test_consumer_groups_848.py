@@ -188,3 +188,24 @@ def test_group_config_sets_the_heartbeat_interval(broker, topic_name):
         assert altered.responses[0].error_code == 0
         resp = _heartbeat(c, group, uuid.uuid4().hex, 0, topics=[topic_name])
         assert resp.heartbeat_interval.total_seconds() * 1000 == 7000
+
+
+def test_an_empty_consumer_group_becomes_classic_when_a_classic_member_joins(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    group = f"g848-{uuid.uuid4().hex[:8]}"
+    with RawClient(broker.bootstrap) as c:
+        member_id = uuid.uuid4().hex
+        assert _heartbeat(c, group, member_id, 0, topics=[topic_name]).error_code == 0
+        classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                            "auto.offset.reset": "earliest"})
+        try:
+            classic.subscribe([topic_name])
+            classic.poll(1.0)
+            # The group has a consumer-protocol member: a classic member cannot join.
+            assert not classic.assignment()
+            assert _heartbeat(c, group, member_id, -1, topics=None).error_code == 0
+            _wait(lambda: _owned(classic) == {0}, "the classic member to own the partition")
+        finally:
+            classic.close()
+        listed = c.call(16, 5, {"states_filter": [], "types_filter": ["classic"]})
+        assert group in {g.group_id for g in listed.groups}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from coordinator.group.group_config import config_value
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -90,9 +91,8 @@ class BrokerShareGroupServices:
     def config(self, key: str) -> Any:
         return self.broker.config.get(key)
 
-    def group_config(self, group_id: str, key: str) -> str | None:
-        # The per-group overrides set with IncrementalAlterConfigs on a GROUP resource.
-        return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {}).get(key)
+    def group_config_value(self, group_id: str, name: str) -> Any:
+        return config_value(self.broker.metadata.group_configs.get(group_id), name, self.broker.config.get)
 
     def topic_metadata(self, name: str) -> tuple[uuid.UUID, int] | None:
         state = self.broker.metadata.topics.get(name)

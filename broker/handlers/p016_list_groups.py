@@ -1,10 +1,11 @@
 """ListGroups: v0-5
 
 Behavior:
-- Every group this coordinator knows (classic groups, including Empty groups that only hold
-  offsets), with protocol type; COORDINATOR_LOAD_IN_PROGRESS while ``__consumer_offsets`` is
+- Every group this coordinator knows: classic groups (including Empty groups that only hold
+  offsets) with their protocol type, and share groups (KIP-932: protocol type and group type
+  "share", state Empty or Stable); COORDINATOR_LOAD_IN_PROGRESS while ``__consumer_offsets`` is
   still being loaded (with the groups loaded so far).
-- v4+ states filter and v5+ types filter (case-insensitive; all groups here are "classic").
+- v4+ states filter and v5+ types filter (case-insensitive: "classic", "share").
 
 Version notes:
 - v1 throttle time; v3 flexible; v4 states filter and group state (KIP-518); v5 types filter

@@ -4,6 +4,8 @@ Behavior:
 - Deletes each Empty group: its committed offsets and its group metadata are tombstoned in
   ``__consumer_offsets`` and it is forgotten. A group with members gets NON_EMPTY_GROUP; an
   unknown one GROUP_ID_NOT_FOUND; coordinator errors per group.
+- A share group (KIP-932) likewise, once empty: its share-partition state is deleted first
+  (the data path's ``delete_group_state``), then its share-group records are tombstoned.
 
 Version notes:
 - v1 no change (throttle on quota violation); v2 flexible.

@@ -1049,6 +1049,8 @@ class GroupCoordinator:
         if error:
             return error, []
         group = self.groups.get(group_id)
+        if group is None and self._other_owner(group_id) is not None:
+            return ErrorCode.group_id_not_found, []  # Kafka: "Group <id> is not a consumer group."
         if group is None or group.is_(DEAD):
             return 0, [(tp, None, 0) for tp in (partitions or [])]
         if partitions is None:

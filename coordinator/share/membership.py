@@ -71,8 +71,9 @@ class ShareGroupServices(Protocol):
     def config(self, key: str) -> Any:
         """A broker config value by Kafka's name."""
 
-    def group_config(self, group_id: str, key: str) -> str | None:
-        """A per-group override (IncrementalAlterConfigs on a GROUP resource), or None."""
+    def group_config_value(self, group_id: str, name: str) -> Any:
+        """The effective value of a group config (``share.session.timeout.ms``...): the group's
+        override set with IncrementalAlterConfigs, else the broker's ``group.share.*`` value."""
 
     def topic_metadata(self, name: str) -> tuple[uuid.UUID, int] | None:
         """(topic id, partition count) of an existing topic."""
@@ -163,20 +164,11 @@ class ShareGroupCoordinator:
 
     # --- configuration ---------------------------------------------------------------------
 
-    def _group_int(self, group_id: str, group_key: str, broker_key: str) -> int:
-        override = self.s.group_config(group_id, group_key)
-        if override is not None:
-            try:
-                return int(override)
-            except ValueError:
-                log.warning("bad_group_config", group=group_id, key=group_key, value=override)
-        return int(self.s.config(broker_key))
-
     def session_timeout_ms(self, group_id: str) -> int:
-        return self._group_int(group_id, "share.session.timeout.ms", "group.share.session.timeout.ms")
+        return self.s.group_config_value(group_id, "share.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._group_int(group_id, "share.heartbeat.interval.ms", "group.share.heartbeat.interval.ms")
+        return self.s.group_config_value(group_id, "share.heartbeat.interval.ms")
 
     # --- group lookup (a group id belongs to one type) -------------------------------------
 
@@ -230,6 +222,7 @@ class ShareGroupCoordinator:
             raise ShareGroupError(self.host.coordinator_error(group.group_id) or ErrorCode.not_coordinator)
         self._throw_if_full(group, member_id)
         member = self._member_or_maybe_subscribe(group, member_id, member_epoch, create=member_epoch == 0)
+        assigned_before = member.assigned_partitions  # replaced, never mutated, by the replay
         updated = ShareGroupMember(
             member_id, member.member_epoch, member.previous_member_epoch,
             rack_id if rack_id is not None else member.rack_id, client_id, client_host,
@@ -270,7 +263,7 @@ class ShareGroupCoordinator:
                     "member_epoch": current.member_epoch,
                     "heartbeat_interval": self.heartbeat_interval_ms(group.group_id), "assignment": None}
         if member_epoch == 0 or subscribed_topic_names is not None or \
-                current.assigned_partitions != member.assigned_partitions:
+                current.assigned_partitions != assigned_before:
             response["assignment"] = {"topic_partitions": [
                 {"topic_id": t, "partitions": sorted(ps)}
                 for t, ps in sorted(current.assigned_partitions.items(), key=lambda kv: str(kv[0]))]}
@@ -437,14 +430,19 @@ class ShareGroupCoordinator:
                 self._forget(key.group_id)
                 touched.discard(key.group_id)
                 continue
-            group = self.groups.setdefault(key.group_id, ShareGroup(key.group_id))
+            group = self.groups.get(key.group_id)
+            if group is None:
+                if value is None:
+                    continue  # a tombstone of a group already gone
+                group = self.groups[key.group_id] = ShareGroup(key.group_id)
             group.replay(key, value)
             touched.add(key.group_id)
         loop = asyncio.get_running_loop()
-        for group_id in touched:
+        for group_id in list(touched):
             group = self.groups[group_id]
             if group.group_epoch == 0 and not group.members:
                 del self.groups[group_id]
+                touched.discard(group_id)
                 continue
             for member in group.members.values():
                 if member.session_timer is None:
@@ -532,10 +530,10 @@ class ShareGroupCoordinator:
             except Exception:
                 log.exception("share_group_state_delete_failed", group=group_id)
                 return ErrorCode.unknown_server_error
-            records = [rec.target_assignment_metadata_record(group_id, None),
-                       rec.group_metadata_record(group_id, None)]
+            records = [rec.target_assignment_metadata_record(group_id, None)]
             if group.state_partitions is not None:
                 records.append(rec.state_partition_metadata_record(group_id, None))
+            records.append(rec.group_metadata_record(group_id, None))
             error, _ = await self.host.append_records(group_id, records)
             if error:
                 log.warning("share_group_delete_append_failed", group=group_id, error=error_name(error))

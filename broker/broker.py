@@ -233,6 +233,9 @@ class Broker:
 
     def _on_metadata_change(self, partitions: set, deleted_topics: set) -> None:
         self.replica_manager.apply_delta(partitions, deleted_topics)
+        if self.share_manager is not None:
+            for name in deleted_topics:
+                self.share_manager.forget_partition(name)
         for name in {t for t, _ in partitions} - deleted_topics:
             topic = self.metadata.topics.get(name)
             if topic is not None:

@@ -1,12 +1,12 @@
 """DescribeShareGroupOffsets: v0-1 (KIP-932)
 
 Behavior:
-- Per group: a coordinator problem (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-  COORDINATOR_NOT_AVAILABLE) or an empty group id (INVALID_GROUP_ID) is the group's error.
-- Each requested partition gets its share-partition start offset and leader epoch, -1 for a
-  partition the group never fetched; an unknown topic UNKNOWN_TOPIC_OR_PARTITION on each of
-  its partitions. A null topic list describes every share-partition with state
-  (``coordinator/share/admin.py``).
+- As Kafka 4.3.1's group coordinator service: no group or coordinator check (the state is read
+  from the share coordinators), so an unknown group is described like a group that never
+  fetched. Each requested partition gets its share-partition start offset and leader epoch,
+  -1 for a partition the group never fetched; an unknown topic is answered with the zero topic
+  id and start offset -1 on each partition, without error. A null topic list describes every
+  share-partition with state (``coordinator/share/admin.py``).
 - With an authorizer: DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED for it.
 
 Version notes:

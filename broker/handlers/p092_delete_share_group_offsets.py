@@ -4,7 +4,8 @@ Behavior:
 - Deletes the share-partition state of every partition of each topic, so the next fetch
   starts again from ``share.auto.offset.reset``. An unknown group is GROUP_ID_NOT_FOUND, a
   group with members NON_EMPTY_GROUP, a coordinator problem its error code (top-level); an
-  unknown topic UNKNOWN_TOPIC_OR_PARTITION per topic (``coordinator/share/admin.py``).
+  unknown topic UNKNOWN_TOPIC_OR_PARTITION per topic, a topic the group has no state for the
+  same with "There is no offset information to delete." (``coordinator/share/admin.py``).
 - With an authorizer: DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
 
 Version notes:

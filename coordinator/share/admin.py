@@ -1,6 +1,7 @@
 """Share-group offsets administration: Describe / Alter / DeleteShareGroupOffsets (KIP-932).
 
-Owns the answers of Kafka's ``GroupCoordinatorService.describeShareGroupOffsets``,
+Owns the answers of Kafka's ``GroupCoordinatorService.describeShareGroupOffsets`` (answered by
+any broker, with no group check, an unknown topic's partitions at start offset -1),
 ``alterShareGroupOffsets`` and ``deleteShareGroupOffsets`` over the share-partition state:
 the SPSO of each share-partition (-1 where the group never fetched it), its lag (v1: the
 high watermark minus the SPSO minus the in-flight records already delivered), and, for an
@@ -55,17 +56,13 @@ class ShareGroupOffsets:
     async def describe(self, group_id: str, topics: list[tuple[str, list[int]]] | None) -> dict:
         """One group's answer: its topics' partitions with start offset, leader epoch and lag."""
         out: dict[str, Any] = {"group_id": group_id, "error_code": 0, "error_message": None, "topics": []}
-        error = self.groups.coordinator_error(group_id)
-        if error:
-            out.update(error_code=error, error_message=None)
-            return out
         if topics is None:
             topics = await self._group_topics(group_id)
         for name, partitions in topics:
             topic_id = self.topics.topic_id(name)
-            if topic_id is None:
+            if topic_id is None:  # Kafka: start offset -1, no error
                 out["topics"].append({"topic_name": name, "topic_id": UUID(int=0), "partitions": [
-                    _partition_error(p, ErrorCode.unknown_topic_or_partition, UNKNOWN_TOPIC_MESSAGE)
+                    {"partition_index": p, "start_offset": -1, "leader_epoch": 0, "lag": -1, "error_code": 0}
                     for p in partitions]})
                 continue
             described = [await self._describe_partition(group_id, name, topic_id, p) for p in partitions]
@@ -147,7 +144,13 @@ class ShareGroupOffsets:
                 continue
             partitions = [(topic_id, p) for p in range(self.topics.partition_count(name) or 0)]
             try:
-                await self.manager.delete_partitions_state(group_id, partitions)
+                with_state = [k for k in partitions if await self._state(group_id, *k) is not None]
+                if not with_state:
+                    responses.append({"topic_name": name, "topic_id": topic_id,
+                                      "error_code": ErrorCode.unknown_topic_or_partition,
+                                      "error_message": "There is no offset information to delete."})
+                    continue
+                await self.manager.delete_partitions_state(group_id, with_state)
                 responses.append({"topic_name": name, "topic_id": topic_id, "error_code": 0})
             except KafkaError as exc:
                 responses.append({"topic_name": name, "topic_id": topic_id, "error_code": exc.code,

@@ -197,9 +197,9 @@ class SharePartitionManager:
         if entry is not None and entry.share_partition.topic == topic:
             return entry.share_partition
         pending = self.loading.get(key)
-        if pending is not None:
+        if pending is not None:  # another fetch is loading it: share its outcome
             await asyncio.shield(pending)
-            return self.entries[key].share_partition
+            return await self.share_partition(group_id, topic, topic_id, partition, plog, leader_epoch)
         fut = asyncio.get_running_loop().create_future()
         self.loading[key] = fut
         try:
@@ -222,10 +222,11 @@ class SharePartitionManager:
             del self.loading[key]
             fut.set_result(None)
 
-    def forget_partition(self, topic: str, partition: int) -> None:
-        """Leadership moved away: the next leader reloads the persisted state."""
-        for key in [k for k, e in self.entries.items()
-                    if e.share_partition.topic == topic and e.share_partition.partition == partition]:
+    def forget_partition(self, topic: str, partition: int | None = None) -> None:
+        """Leadership moved away (the next leader reloads the persisted state), or the topic
+        was deleted (``partition`` None: all of its partitions)."""
+        for key in [k for k, e in self.entries.items() if e.share_partition.topic == topic
+                    and partition in (None, e.share_partition.partition)]:
             del self.entries[key]
 
     def acquire(self, group_id: str, member_id: str, sp: SharePartition, plog: ShareLog,

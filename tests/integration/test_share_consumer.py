@@ -120,6 +120,9 @@ def test_share_group_offsets_of_an_empty_group_are_deleted(broker, topic):
                 break
             time.sleep(0.1)
         assert deleted.error_code == 0 and deleted.responses[0].error_code == 0
+        twice = c.call(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})
+        assert (twice.responses[0].error_code, twice.responses[0].error_message) == (
+            ErrorCode.unknown_topic_or_partition, "There is no offset information to delete.")
         described = c.call(90, 1, {"groups": [{"group_id": group, "topics": [{"topic_name": topic,
                                                                               "partitions": [0]}]}]})
         assert described.groups[0].topics[0].partitions[0].start_offset == -1

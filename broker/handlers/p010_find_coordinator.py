@@ -10,11 +10,10 @@ Behavior:
   reachable leader. As in Kafka, the answer does not wait for the partition to be loaded
   (InitProducerId and the others answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), and an
   empty transactional id is an ordinary key.
-- key_type 2 (share group, "groupId:topicId:partition"): INVALID_REQUEST. Kafka 4.3.1 answers
-  that below v6 and for a malformed key; for a well-formed key at v6 it names its share
-  coordinator (the ``__share_group_state`` partition's leader). This broker has no share
-  coordinator and serves none of the share-group APIs, so it answers the non-retriable
-  INVALID_REQUEST rather than a coordinator error a client would retry forever.
+- key_type 2 (share-partition, "groupId:topicId:partition", v6+): the leader of the key's
+  ``__share_group_state`` partition, the share coordinator (the topic is created on first use);
+  below v6, or a key that does not parse, INVALID_REQUEST, as Kafka 4.3.1. Brokers ask it; with
+  an authorizer it needs CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED).
 - Any other key type: INVALID_REQUEST.
 - With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) or the
   transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
@@ -24,11 +23,15 @@ Version notes:
   v5 TRANSACTION_ABORTABLE (KIP-890); v6 key type 2, share groups (KIP-932).
 """
 
+import base64
+import uuid
+
 from coordinator.group.metadata import OFFSETS_TOPIC
+from coordinator.share.persister import STATE_TOPIC
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
-from ..authorization import AclOperation, ResourceType, authorize
+from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..server import RequestContext
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
@@ -47,12 +50,36 @@ def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
     return 0, state.leader
 
 
+def _share_node(ctx: RequestContext, key: str) -> tuple[int, int]:
+    """The leader of the share-partition key's ``__share_group_state`` partition."""
+    broker = ctx.services
+    try:
+        group_id, topic_id, partition = key.rsplit(":", 2)
+        if len(topic_id) != 22:  # Kafka's Uuid.toString: 16 bytes in URL-safe base64, unpadded
+            raise ValueError(topic_id)
+        state_key = (group_id, uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "==")), int(partition))
+    except ValueError:
+        return ErrorCode.invalid_request, -1
+    if ctx.api_version < 6 or not group_id:
+        return ErrorCode.invalid_request, -1
+    try:
+        index = broker.share_coordinator.partition_for(state_key)
+    except KafkaError:
+        return ErrorCode.coordinator_not_available, -1
+    state = broker.metadata.partition(STATE_TOPIC, index)
+    if state is None or state.leader < 0:
+        return ErrorCode.coordinator_not_available, -1
+    return 0, state.leader
+
+
 def _authorization_error(ctx: RequestContext, key: str, key_type: int) -> int:
     """DESCRIBE on the group or transactional id, as Kafka's KafkaApis."""
     if key_type == GROUP and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
         return ErrorCode.group_authorization_failed
     if key_type == TRANSACTION and not authorize(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
         return ErrorCode.transactional_id_authorization_failed
+    if key_type == SHARE and not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
+        return ErrorCode.cluster_authorization_failed
     return 0
 
 
@@ -69,7 +96,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     elif key_type == TRANSACTION:
         code, node_id = broker.txn_coordinator.coordinator_node(key)
     elif key_type == SHARE:
-        code = ErrorCode.invalid_request  # no share coordinator here (see the module docstring)
+        code, node_id = _share_node(ctx, key)
     else:
         code = ErrorCode.invalid_request
     if not code:

@@ -5,6 +5,7 @@ ListOffsets 8-11, Metadata 13, FindCoordinator 6, DescribeLogDirs 5."""
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 
@@ -185,13 +186,20 @@ def test_metadata_v13_top_level_error_code(broker, topic):
     assert (by_id.error_code, unknown.error_code, everything.error_code) == (ErrorCode.none,) * 3
 
 
-def test_find_coordinator_v6_share_key_type_is_invalid_request(broker):
-    """No share coordinator here: INVALID_REQUEST for every share key (Kafka 4.3.1 answers so
-    for these malformed ones, whose topic id is not in Kafka's base64 form)."""
+def test_find_coordinator_v6_share_key_names_the_share_coordinator(broker):
+    """A well-formed share-partition key names the leader of its ``__share_group_state``
+    partition (this broker); malformed ones are INVALID_REQUEST, as Kafka 4.3.1 answers."""
+    topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     with RawClient(broker.bootstrap) as c:
         share = c.call(10, 6, {"key_type": 2, "coordinator_keys": [f"g:{uuid.uuid4()}:0", "garbage"]})
         assert [(k.error_code, k.node_id, k.host, k.port) for k in share.coordinators] == \
             [(ErrorCode.invalid_request, -1, "", -1)] * 2
+        for _ in range(50):  # the state topic is created on first use
+            (found,) = c.call(10, 6, {"key_type": 2, "coordinator_keys": [f"g:{topic_id}:0"]}).coordinators
+            if found.error_code == ErrorCode.none:
+                break
+            time.sleep(0.1)
+        assert (found.error_code, found.node_id) == (ErrorCode.none, 1)
         group = c.call(10, 6, {"key_type": 0, "coordinator_keys": ["g1"]})
         for _ in range(50):  # the offsets topic is created on first use
             if group.coordinators[0].error_code == ErrorCode.none:

@@ -1,4 +1,5 @@
-"""What ShareFetch (78) and ShareAcknowledge (79) have in common: resolving a topic id to a
+"""What ShareFetch (78) and ShareAcknowledge (79) have in common (and the per-partition loop of
+Write/DeleteShareGroupState, 85 and 86): resolving a topic id to a
 partition this broker leads, applying acknowledgement batches through the share-partition
 manager, the topic READ check of an authorizer, and the leader information of KIP-951 for
 NOT_LEADER_OR_FOLLOWER answers.
@@ -86,3 +87,21 @@ async def acknowledge(services: BrokerServices, group_id: str, member_id: str, t
     except KafkaError as exc:
         return exc.code
     return await services.share_manager.acknowledge(group_id, member_id, topic_id, index, batches)
+
+
+async def write_states(ctx: RequestContext, request, state_of) -> dict:
+    """Write/DeleteShareGroupState: ``state_of(partition request)`` written per partition (None
+    deletes), each partition answered with its own error."""
+    coordinator = ctx.services.share_coordinator
+    results = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            key = (request.group_id, topic.topic_id, p.partition)
+            try:
+                await coordinator.write(coordinator.partition_for(key), key, state_of(p))
+                partitions.append({"partition": p.partition, "error_code": 0})
+            except KafkaError as exc:
+                partitions.append({"partition": p.partition, "error_code": exc.code, "error_message": exc.message})
+        results.append({"topic_id": topic.topic_id, "partitions": partitions})
+    return {"results": results}

@@ -39,12 +39,17 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
     """The leader of the group's ``__consumer_offsets`` partition (clustered)."""
-    broker = ctx.services
+    return _leader_of(ctx, OFFSETS_TOPIC, lambda: ctx.services.group_coordinator.partition_for(group_id))
+
+
+def _leader_of(ctx: RequestContext, topic: str, partition_for) -> tuple[int, int]:
+    """(0, leader) of the internal topic's partition ``partition_for()`` names (which may
+    create the topic), else COORDINATOR_NOT_AVAILABLE."""
     try:
-        partition = broker.group_coordinator.partition_for(group_id)
+        partition = partition_for()
     except KafkaError:
         return ErrorCode.coordinator_not_available, -1
-    state = broker.metadata.partition(OFFSETS_TOPIC, partition)
+    state = ctx.services.metadata.partition(topic, partition)
     if state is None or state.leader < 0:
         return ErrorCode.coordinator_not_available, -1
     return 0, state.leader
@@ -52,7 +57,6 @@ def _group_node(ctx: RequestContext, group_id: str) -> tuple[int, int]:
 
 def _share_node(ctx: RequestContext, key: str) -> tuple[int, int]:
     """The leader of the share-partition key's ``__share_group_state`` partition."""
-    broker = ctx.services
     try:
         group_id, topic_id, partition = key.rsplit(":", 2)
         if len(topic_id) != 22:  # Kafka's Uuid.toString: 16 bytes in URL-safe base64, unpadded
@@ -62,14 +66,7 @@ def _share_node(ctx: RequestContext, key: str) -> tuple[int, int]:
         return ErrorCode.invalid_request, -1
     if ctx.api_version < 6 or not group_id:
         return ErrorCode.invalid_request, -1
-    try:
-        index = broker.share_coordinator.partition_for(state_key)
-    except KafkaError:
-        return ErrorCode.coordinator_not_available, -1
-    state = broker.metadata.partition(STATE_TOPIC, index)
-    if state is None or state.leader < 0:
-        return ErrorCode.coordinator_not_available, -1
-    return 0, state.leader
+    return _leader_of(ctx, STATE_TOPIC, lambda: ctx.services.share_coordinator.partition_for(state_key))
 
 
 def _authorization_error(ctx: RequestContext, key: str, key_type: int) -> int:

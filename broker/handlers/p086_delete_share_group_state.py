@@ -12,8 +12,8 @@ Version notes:
 """
 
 from protocol.api import register
-from protocol.errors import KafkaError
 
+from .. import share_requests as sr
 from ..authorization import AclOperation, authorize_cluster, refused_state_request
 from ..server import RequestContext
 
@@ -22,16 +22,4 @@ from ..server import RequestContext
 async def handle_delete_share_group_state(ctx: RequestContext, request) -> dict:
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return refused_state_request(request)
-    coordinator = ctx.services.share_coordinator
-    results = []
-    for topic in request.topics:
-        partitions = []
-        for p in topic.partitions:
-            key = (request.group_id, topic.topic_id, p.partition)
-            try:
-                await coordinator.write(coordinator.partition_for(key), key, None)
-                partitions.append({"partition": p.partition, "error_code": 0})
-            except KafkaError as exc:
-                partitions.append({"partition": p.partition, "error_code": exc.code, "error_message": exc.message})
-        results.append({"topic_id": topic.topic_id, "partitions": partitions})
-    return {"results": results}
+    return await sr.write_states(ctx, request, lambda _partition: None)

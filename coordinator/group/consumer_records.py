@@ -36,7 +36,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from .metadata import RecordFormatError, _Reader
+from .record_codec import RecordFormatError, RecordReader, RecordWriter
 
 CONSUMER_GROUP_METADATA = 3
 CONSUMER_GROUP_PARTITION_METADATA = 4
@@ -108,74 +108,21 @@ ConsumerGroupValue = (GroupEpochValue | MemberMetadataValue | TargetAssignmentEp
 
 # --- writing ---------------------------------------------------------------------------------
 
-class _FlexWriter:
-    """Kafka's flexible encoding: unsigned varint lengths + 1, tagged fields."""
-
-    __slots__ = ("out",)
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def uvarint(self, v: int) -> _FlexWriter:
-        while v >= 0x80:
-            self.out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.out.append(v)
-        return self
-
-    def i8(self, v: int) -> _FlexWriter:
-        self.out += struct.pack(">b", v)
-        return self
-
-    def i16(self, v: int) -> _FlexWriter:
-        self.out += struct.pack(">h", v)
-        return self
-
-    def i32(self, v: int) -> _FlexWriter:
-        self.out += struct.pack(">i", v)
-        return self
-
-    def i64(self, v: int) -> _FlexWriter:
-        self.out += struct.pack(">q", v)
-        return self
-
-    def string(self, v: str | None) -> _FlexWriter:
-        if v is None:
-            return self.uvarint(0)
-        b = v.encode("utf-8")
-        self.uvarint(len(b) + 1)
-        self.out += b
-        return self
-
-    def uuid(self, v: uuid.UUID) -> _FlexWriter:
-        self.out += v.bytes
-        return self
-
-    def no_tags(self) -> _FlexWriter:
-        return self.uvarint(0)
-
-
 def _key_bytes(key: ConsumerGroupKey) -> bytes:
-    out = bytearray(struct.pack(">h", key.record_type))
-    for s in (key.group_id, key.member_id):
-        if s is not None:
-            b = s.encode("utf-8")
-            out += struct.pack(">h", len(b)) + b
-    return bytes(out)
+    w = RecordWriter().i16(key.record_type).string(key.group_id)
+    if key.member_id is not None:
+        w.string(key.member_id)
+    return bytes(w.out)
 
 
-def _write_topic_partitions(w: _FlexWriter, assignment: Assignment) -> None:
+def _write_topic_partitions(w: RecordWriter, assignment: Assignment) -> None:
     w.uvarint(len(assignment) + 1)
     for topic_id in sorted(assignment, key=str):
-        parts = sorted(assignment[topic_id])
-        w.uuid(topic_id).uvarint(len(parts) + 1)
-        for p in parts:
-            w.i32(p)
-        w.no_tags()
+        w.uuid(topic_id).int32s(assignment[topic_id]).no_tags()
 
 
 def _value_bytes(value: ConsumerGroupValue) -> bytes:
-    w = _FlexWriter().i16(0)
+    w = RecordWriter().i16(0)
     if isinstance(value, GroupEpochValue):
         w.i32(value.epoch)
         if value.metadata_hash:
@@ -183,11 +130,13 @@ def _value_bytes(value: ConsumerGroupValue) -> bytes:
         else:
             w.no_tags()
     elif isinstance(value, MemberMetadataValue):
-        w.string(value.instance_id).string(value.rack_id).string(value.client_id).string(value.client_host)
+        w.compact_string(value.instance_id).compact_string(value.rack_id)
+        w.compact_string(value.client_id).compact_string(value.client_host)
         w.uvarint(len(value.subscribed_topic_names) + 1)
         for name in value.subscribed_topic_names:
-            w.string(name)
-        w.string(value.subscribed_topic_regex).i32(value.rebalance_timeout_ms).string(value.server_assignor)
+            w.compact_string(name)
+        w.compact_string(value.subscribed_topic_regex).i32(value.rebalance_timeout_ms)
+        w.compact_string(value.server_assignor)
         w.no_tags()
     elif isinstance(value, TargetAssignmentEpochValue):
         w.i32(value.assignment_epoch)
@@ -217,7 +166,7 @@ def consumer_group_record(key: ConsumerGroupKey, value: ConsumerGroupValue | Non
 
 def decode_consumer_key(buf: bytes) -> ConsumerGroupKey | None:
     """The key of a consumer-group record, None when ``buf`` is another record type."""
-    r = _Reader(buf)
+    r = RecordReader(buf)
     record_type = r.i16()
     if record_type not in CONSUMER_RECORD_TYPES:
         return None
@@ -229,24 +178,12 @@ def decode_consumer_key(buf: bytes) -> ConsumerGroupKey | None:
     return ConsumerGroupKey(record_type, group_id, member_id)
 
 
-def _uuid(r: _Reader) -> uuid.UUID:
-    return uuid.UUID(bytes=r._take(16))
-
-
-def _read_tags(r: _Reader) -> dict[int, bytes]:
-    tags = {}
-    for _ in range(r.uvarint()):
-        tag = r.uvarint()
-        tags[tag] = r._take(r.uvarint())
-    return tags
-
-
-def _read_topic_partitions(r: _Reader) -> Assignment:
+def _read_topic_partitions(r: RecordReader) -> Assignment:
     out: Assignment = {}
     for _ in range(r.array_len()):
-        topic_id = _uuid(r)
-        parts = frozenset(r.i32() for _ in range(r.array_len()))
-        _read_tags(r)
+        topic_id = r.uuid()
+        parts = r.int32s()
+        r.tags()
         if parts:
             out[topic_id] = parts
     return out
@@ -254,13 +191,13 @@ def _read_topic_partitions(r: _Reader) -> Assignment:
 
 def decode_consumer_value(record_type: int, buf: bytes) -> ConsumerGroupValue | None:
     """The value of a consumer-group record of ``record_type``; None for types we do not keep."""
-    r = _Reader(buf, flexible=True)
+    r = RecordReader(buf, flexible=True)
     version = r.i16()
     if version != 0:
         raise RecordFormatError(f"unknown consumer group record version {version} (type {record_type})")
     if record_type == CONSUMER_GROUP_METADATA:
         epoch = r.i32()
-        tags = _read_tags(r)
+        tags = r.tags()
         return GroupEpochValue(epoch, struct.unpack(">q", tags[0])[0] if 0 in tags else 0)
     if record_type == CONSUMER_GROUP_MEMBER_METADATA:
         instance_id = r.nullable_string()
@@ -271,19 +208,19 @@ def decode_consumer_value(record_type: int, buf: bytes) -> ConsumerGroupValue | 
         regex = r.nullable_string()
         rebalance_timeout = r.i32()
         assignor = r.nullable_string()
-        _read_tags(r)
+        r.tags()
         return MemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
                                    rebalance_timeout, assignor)
     if record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
         epoch = r.i32()
-        tags = _read_tags(r)
+        tags = r.tags()
         return TargetAssignmentEpochValue(epoch, struct.unpack(">q", tags[0])[0] if 0 in tags else 0)
     if record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
         return TargetAssignmentMemberValue(_read_topic_partitions(r))
     if record_type == CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
         member_epoch = r.i32()
         previous = r.i32()
-        state = struct.unpack(">b", r._take(1))[0]
+        state = r.i8()
         assigned = _read_topic_partitions(r)
         pending = _read_topic_partitions(r)
         return CurrentAssignmentValue(member_epoch, previous, state, assigned, pending)

@@ -26,8 +26,9 @@ metadata (``ConsumerProtocolSubscription``), which group records carry as ``subs
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
+
+from .record_codec import RecordFormatError, RecordReader, RecordWriter
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -35,14 +36,6 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """Bytes in ``__consumer_offsets`` that do not follow the schema they claim."""
 
 
 # --- group -> partition ---------------------------------------------------------------------
@@ -113,56 +106,20 @@ class GroupMetadataValue:
 
 # --- writing -----------------------------------------------------------------------------------
 
-class _Writer:
-    __slots__ = ("out",)
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def i16(self, v: int) -> _Writer:
-        self.out += _I16.pack(v)
-        return self
-
-    def i32(self, v: int) -> _Writer:
-        self.out += _I32.pack(v)
-        return self
-
-    def i64(self, v: int) -> _Writer:
-        self.out += _I64.pack(v)
-        return self
-
-    def string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.i16(-1)
-        b = v.encode("utf-8")
-        if len(b) > 0x7FFF:
-            raise ValueError("string longer than 32767 bytes")
-        self.i16(len(b))
-        self.out += b
-        return self
-
-    def bytes_(self, v: bytes | None) -> _Writer:
-        if v is None:
-            return self.i32(-1)
-        self.i32(len(v))
-        self.out += v
-        return self
-
-
 def encode_offset_commit_key(key: OffsetCommitKey, version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
     if version not in (0, 1):
         raise ValueError(f"OffsetCommitKey version {version}")
-    return bytes(_Writer().i16(version).string(key.group).string(key.topic).i32(key.partition).out)
+    return bytes(RecordWriter().i16(version).string(key.group).string(key.topic).i32(key.partition).out)
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    return bytes(_Writer().i16(GROUP_METADATA_KEY_VERSION).string(key.group).out)
+    return bytes(RecordWriter().i16(GROUP_METADATA_KEY_VERSION).string(key.group).out)
 
 
 def encode_offset_commit_value(value: OffsetCommitValue,
                                version: int = OFFSET_COMMIT_VALUE_VERSION) -> bytes:
     """Versions 0-3 (v1 carries the expire timestamp of OffsetCommit v2-4 retention)."""
-    w = _Writer().i16(version).i64(value.offset)
+    w = RecordWriter().i16(version).i64(value.offset)
     if version == 3:
         w.i32(value.leader_epoch)
     elif version not in (0, 1, 2):
@@ -177,7 +134,7 @@ def encode_group_metadata_value(value: GroupMetadataValue,
                                 version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
     if version not in (0, 1, 2, 3):
         raise ValueError(f"GroupMetadataValue version {version} is not written")
-    w = _Writer().i16(version).string(value.protocol_type).i32(value.generation)
+    w = RecordWriter().i16(version).string(value.protocol_type).i32(value.generation)
     w.string(value.protocol).string(value.leader)
     if version >= 2:
         w.i64(value.current_state_timestamp)
@@ -195,75 +152,9 @@ def encode_group_metadata_value(value: GroupMetadataValue,
 
 # --- reading -----------------------------------------------------------------------------------
 
-class _Reader:
-    """Reads Kafka's classic (int16/int32 lengths) or flexible (compact + tagged) encodings."""
-
-    __slots__ = ("buf", "flexible", "pos")
-
-    def __init__(self, buf: bytes, pos: int = 0, flexible: bool = False) -> None:
-        self.buf = buf
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise RecordFormatError("record shorter than its schema")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return bytes(out)
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def nullable_string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            return None
-        return self._take(n).decode("utf-8")
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise RecordFormatError("null in a non-nullable string")
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            return b""
-        return self._take(n)
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        return max(n, 0)
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()
-                self._take(self.uvarint())
-
-
 def decode_key(buf: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
     """The key of a ``__consumer_offsets`` record; None for record types we do not own."""
-    r = _Reader(buf)
+    r = RecordReader(buf)
     version = r.i16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.i32())
@@ -273,7 +164,7 @@ def decode_key(buf: bytes) -> OffsetCommitKey | GroupMetadataKey | None:
 
 
 def decode_offset_commit_value(buf: bytes) -> OffsetCommitValue:
-    r = _Reader(buf)
+    r = RecordReader(buf)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown OffsetCommitValue version {version}")
@@ -288,7 +179,7 @@ def decode_offset_commit_value(buf: bytes) -> OffsetCommitValue:
 
 
 def decode_group_metadata_value(buf: bytes) -> GroupMetadataValue:
-    r = _Reader(buf)
+    r = RecordReader(buf)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown GroupMetadataValue version {version}")
@@ -322,7 +213,7 @@ def subscribed_topics(subscription: bytes) -> set[str] | None:
     """The topics of a ``consumer`` protocol member's metadata (Kafka's
     ``ConsumerProtocolSubscription``), read as v0, the prefix of every version, as Kafka's
     ``ClassicGroup.computeSubscribedTopics`` does; None when it does not parse."""
-    r = _Reader(subscription)
+    r = RecordReader(subscription)
     try:
         if r.i16() < 0:
             return None  # "Unsupported subscription version"

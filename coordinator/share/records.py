@@ -25,7 +25,7 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from coordinator.group.metadata import RecordFormatError
+from coordinator.group.record_codec import RecordFormatError, RecordReader, RecordWriter
 
 MEMBER_METADATA, GROUP_METADATA, TARGET_ASSIGNMENT_METADATA = 10, 11, 12
 TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT, STATE_PARTITION_METADATA = 13, 14, 15
@@ -35,7 +35,7 @@ MEMBER_STATE_STABLE = 0  # Kafka's MemberState.STABLE: share members never revok
 # topic id -> partitions
 Assignment = dict[uuid.UUID, frozenset[int]]
 
-_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_I64 = struct.Struct(">q")
 
 
 @dataclass(slots=True, frozen=True)
@@ -89,80 +89,21 @@ class StatePartitionMetadataValue:
 
 # --- writing ---------------------------------------------------------------------------------
 
-class _Writer:
-    __slots__ = ("out",)
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def i8(self, v: int) -> _Writer:
-        self.out += struct.pack(">b", v)
-        return self
-
-    def i16(self, v: int) -> _Writer:
-        self.out += _I16.pack(v)
-        return self
-
-    def i32(self, v: int) -> _Writer:
-        self.out += _I32.pack(v)
-        return self
-
-    def i64(self, v: int) -> _Writer:
-        self.out += _I64.pack(v)
-        return self
-
-    def uvarint(self, v: int) -> _Writer:
-        while v >= 0x80:
-            self.out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.out.append(v)
-        return self
-
-    def string(self, v: str) -> _Writer:
-        """A non-flexible (int16 length) string: the keys."""
-        b = v.encode("utf-8")
-        self.i16(len(b))
-        self.out += b
-        return self
-
-    def compact_string(self, v: str | None) -> _Writer:
-        if v is None:
-            return self.uvarint(0)
-        b = v.encode("utf-8")
-        self.uvarint(len(b) + 1)
-        self.out += b
-        return self
-
-    def uuid(self, v: uuid.UUID) -> _Writer:
-        self.out += v.bytes
-        return self
-
-    def int32s(self, values) -> _Writer:
-        values = sorted(values)
-        self.uvarint(len(values) + 1)
-        for v in values:
-            self.i32(v)
-        return self
-
-    def no_tags(self) -> _Writer:
-        return self.uvarint(0)
-
-
 def _key(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
-    w = _Writer().i16(record_type).string(group_id)
+    w = RecordWriter().i16(record_type).string(group_id)
     if member_id is not None:
         w.string(member_id)
     return bytes(w.out)
 
 
-def _assignment(w: _Writer, assignment: Assignment) -> None:
+def _assignment(w: RecordWriter, assignment: Assignment) -> None:
     items = sorted(assignment.items(), key=lambda kv: kv[0].bytes)
     w.uvarint(len(items) + 1)
     for topic_id, partitions in items:
         w.uuid(topic_id).int32s(partitions).no_tags()
 
 
-def _topics_info(w: _Writer, topics: list[TopicPartitionsInfo], with_partitions: bool) -> None:
+def _topics_info(w: RecordWriter, topics: list[TopicPartitionsInfo], with_partitions: bool) -> None:
     w.uvarint(len(topics) + 1)
     for t in topics:
         w.uuid(t.topic_id).compact_string(t.topic_name)
@@ -177,7 +118,7 @@ Record = tuple[bytes, bytes | None]
 def member_metadata_record(group_id: str, member_id: str, value: MemberMetadataValue | None) -> Record:
     if value is None:
         return _key(MEMBER_METADATA, group_id, member_id), None
-    w = _Writer().i16(0).compact_string(value.rack_id).compact_string(value.client_id)
+    w = RecordWriter().i16(0).compact_string(value.rack_id).compact_string(value.client_id)
     w.compact_string(value.client_host).uvarint(len(value.subscribed_topic_names) + 1)
     for name in value.subscribed_topic_names:
         w.compact_string(name)
@@ -187,14 +128,14 @@ def member_metadata_record(group_id: str, member_id: str, value: MemberMetadataV
 def group_metadata_record(group_id: str, value: GroupMetadataValue | None) -> Record:
     if value is None:
         return _key(GROUP_METADATA, group_id), None
-    return _key(GROUP_METADATA, group_id), bytes(_Writer().i16(0).i32(value.epoch).i64(value.metadata_hash)
+    return _key(GROUP_METADATA, group_id), bytes(RecordWriter().i16(0).i32(value.epoch).i64(value.metadata_hash)
                                                  .no_tags().out)
 
 
 def target_assignment_metadata_record(group_id: str, value: TargetAssignmentMetadataValue | None) -> Record:
     if value is None:
         return _key(TARGET_ASSIGNMENT_METADATA, group_id), None
-    w = _Writer().i16(0).i32(value.assignment_epoch)
+    w = RecordWriter().i16(0).i32(value.assignment_epoch)
     if value.assignment_timestamp:
         w.uvarint(1).uvarint(0).uvarint(8).i64(value.assignment_timestamp)  # tag 0, 8 bytes
     else:
@@ -205,7 +146,7 @@ def target_assignment_metadata_record(group_id: str, value: TargetAssignmentMeta
 def target_assignment_member_record(group_id: str, member_id: str, assignment: Assignment | None) -> Record:
     if assignment is None:
         return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), None
-    w = _Writer().i16(0)
+    w = RecordWriter().i16(0)
     _assignment(w, assignment)
     return _key(TARGET_ASSIGNMENT_MEMBER, group_id, member_id), bytes(w.no_tags().out)
 
@@ -214,7 +155,7 @@ def current_member_assignment_record(group_id: str, member_id: str,
                                      value: CurrentMemberAssignmentValue | None) -> Record:
     if value is None:
         return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), None
-    w = _Writer().i16(0).i32(value.member_epoch).i32(value.previous_member_epoch).i8(value.state)
+    w = RecordWriter().i16(0).i32(value.member_epoch).i32(value.previous_member_epoch).i8(value.state)
     _assignment(w, value.assigned_partitions)
     return _key(CURRENT_MEMBER_ASSIGNMENT, group_id, member_id), bytes(w.no_tags().out)
 
@@ -222,7 +163,7 @@ def current_member_assignment_record(group_id: str, member_id: str,
 def state_partition_metadata_record(group_id: str, value: StatePartitionMetadataValue | None) -> Record:
     if value is None:
         return _key(STATE_PARTITION_METADATA, group_id), None
-    w = _Writer().i16(0)
+    w = RecordWriter().i16(0)
     _topics_info(w, value.initializing, True)
     _topics_info(w, value.initialized, True)
     _topics_info(w, value.deleting, False)
@@ -231,73 +172,9 @@ def state_partition_metadata_record(group_id: str, value: StatePartitionMetadata
 
 # --- reading ---------------------------------------------------------------------------------
 
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise RecordFormatError("record shorter than its schema")
-        out = bytes(self.buf[self.pos:self.pos + n])
-        self.pos += n
-        return out
-
-    def i8(self) -> int:
-        return struct.unpack(">b", self._take(1))[0]
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def string(self) -> str:
-        n = self.i16()
-        if n < 0:
-            raise RecordFormatError("null in a non-nullable string")
-        return self._take(n).decode("utf-8")
-
-    def compact_string(self) -> str | None:
-        n = self.uvarint() - 1
-        return None if n < 0 else self._take(n).decode("utf-8")
-
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(bytes=self._take(16))
-
-    def array_len(self) -> int:
-        return max(self.uvarint() - 1, 0)
-
-    def int32s(self) -> frozenset[int]:
-        return frozenset(self.i32() for _ in range(self.array_len()))
-
-    def tags(self) -> dict[int, bytes]:
-        out = {}
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            out[tag] = self._take(self.uvarint())
-        return out
-
-
 def decode_key(buf: bytes) -> ShareRecordKey | None:
     """The key of a share-group record; None for any other ``__consumer_offsets`` record."""
-    r = _Reader(buf)
+    r = RecordReader(buf)
     record_type = r.i16()
     if record_type not in SHARE_RECORD_TYPES:
         return None
@@ -307,15 +184,15 @@ def decode_key(buf: bytes) -> ShareRecordKey | None:
     return ShareRecordKey(record_type, group_id, member_id)
 
 
-def _value_reader(buf: bytes) -> _Reader:
-    r = _Reader(buf)
+def _value_reader(buf: bytes) -> RecordReader:
+    r = RecordReader(buf, flexible=True)
     version = r.i16()
     if version != 0:
         raise RecordFormatError(f"unknown share group record value version {version}")
     return r
 
 
-def _read_assignment(r: _Reader) -> Assignment:
+def _read_assignment(r: RecordReader) -> Assignment:
     out: Assignment = {}
     for _ in range(r.array_len()):
         topic_id = r.uuid()
@@ -324,7 +201,7 @@ def _read_assignment(r: _Reader) -> Assignment:
     return out
 
 
-def _read_topics_info(r: _Reader, with_partitions: bool) -> list[TopicPartitionsInfo]:
+def _read_topics_info(r: RecordReader, with_partitions: bool) -> list[TopicPartitionsInfo]:
     out = []
     for _ in range(r.array_len()):
         topic_id, name = r.uuid(), r.compact_string() or ""

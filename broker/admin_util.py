@@ -15,14 +15,17 @@ node id) or cluster-wide (empty name). They are kept in ``<log dir>/__dynamic_br
 (written with fsync + rename before they apply), applied to ``broker.config`` and to every open
 partition's log config, and re-applied at start-up by :func:`load_dynamic_broker_configs`.
 
+Group configs (GROUP resources, :mod:`coordinator.group.group_config`): a group's overrides are
+kept in the cluster metadata (every broker sees them); described as GROUP_CONFIG when set, else
+with the source of the broker key behind them, as Kafka's ``ConfigHelper`` does.
+
 Kafka's other dynamic keys for features this broker does not have (SSL, SASL, quotas, remote
 storage...; ``dynamic_config_keys``), and those this broker accepts without effect (e.g.
 ``log.cleaner.threads``), are validated, stored and described back, with no effect.
 
 Differs from Kafka: a key this broker knows but cannot change at run time (listeners, thread
 pools...) is refused with INVALID_REQUEST ("Cannot update these configs dynamically: [...]"),
-and unknown broker keys are refused instead of being stored (Kafka 4.3 stores them). Group configs (resource type GROUP) are not
-supported. A key given in server.properties or --override (or by the single-node defaults,
+and unknown broker keys are refused instead of being stored (Kafka 4.3 stores them). A key given in server.properties or --override (or by the single-node defaults,
 which stand for Kafka's shipped server.properties) is a STATIC_BROKER_CONFIG, even at its default
 value, as in Kafka.
 """
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from coordinator.group import group_config
 from protocol.errors import ErrorCode, KafkaError
 
 from . import topic_config
@@ -315,6 +319,57 @@ def describe_topic(broker: BrokerServices, topic: TopicState, keys, include_syno
             "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms] if include_synonyms else [],
             "config_type": TOPIC_CONFIG_TYPES.get(key, ConfigType.UNKNOWN),
             "documentation": TOPIC_DOCS.get(key) if include_docs else None,
+        })
+    return out
+
+
+# --- groups ----------------------------------------------------------------------------------
+
+def group_for_config_change(name: str) -> None:
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "Default group resources are not allowed.")
+
+
+def validated_group_overrides(broker: BrokerServices, overrides: dict[str, str]) -> dict[str, str]:
+    try:
+        return group_config.validate(overrides, broker.config.get)
+    except group_config.GroupConfigError as exc:
+        raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
+
+
+async def apply_group_overrides(broker: BrokerServices, group_id: str, overrides: dict[str, str],
+                                validate_only: bool) -> None:
+    metadata = broker.metadata
+    if validate_only or overrides == metadata.group_configs.get(group_id, {}):
+        return
+    if metadata.clustered:
+        await metadata.set_group_configs(group_id, overrides)
+    else:
+        metadata.set_group_configs(group_id, overrides)
+    log.info("group_configs_altered", group=group_id, configs=overrides)
+
+
+def describe_group(broker: BrokerServices, group_id: str, keys, include_synonyms: bool,
+                   include_docs: bool) -> list[dict]:
+    dyn = dynamic_configs(broker)
+    overrides = broker.metadata.group_configs.get(group_id, {})
+    out = []
+    for name, key in group_config.GROUP_CONFIG_KEYS.items():
+        if keys and name not in keys:
+            continue
+        synonyms = [(name, overrides[name], ConfigSource.GROUP_CONFIG)] if name in overrides else []
+        if key.broker_synonym is not None:
+            synonyms += dyn.synonyms(key.broker_synonym)
+        else:
+            synonyms.append((name, group_config.as_string(key.default), ConfigSource.DEFAULT_CONFIG))
+        value = overrides.get(name)
+        if value is None:
+            value = group_config.as_string(group_config.config_value(None, name, broker.config.get))
+        out.append({
+            "name": name, "value": value, "read_only": False, "config_source": synonyms[0][2],
+            "is_sensitive": False,
+            "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms] if include_synonyms else [],
+            "config_type": ConfigType[key.type], "documentation": key.doc if include_docs else None,
         })
     return out
 

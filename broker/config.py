@@ -63,6 +63,10 @@ def at_least(n):
     return (lambda v: v is None or v >= n), f"must be >= {n}"
 
 
+def between(lo, hi):
+    return (lambda v: v is None or lo <= v <= hi), f"must be in [{lo}, {hi}]"
+
+
 def one_of(*values):
     return (lambda v: v in values), "must be one of " + ", ".join(values)
 
@@ -146,6 +150,58 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("group.min.session.timeout.ms", int, 6000, *at_least(0)),
     _k("group.max.session.timeout.ms", int, 1800000, *at_least(0)),
     _k("group.max.size", int, 2147483647, *at_least(1)),
+    # Modern groups (KIP-848 consumer, KIP-932 share, KIP-1071 streams): the broker defaults
+    # and bounds behind each group config (coordinator/group/group_config.py).
+    _k("group.consumer.session.timeout.ms", int, 45000, *at_least(1)),
+    _k("group.consumer.min.session.timeout.ms", int, 45000, *at_least(1)),
+    _k("group.consumer.max.session.timeout.ms", int, 60000, *at_least(1)),
+    _k("group.consumer.heartbeat.interval.ms", int, 5000, *at_least(1)),
+    _k("group.consumer.min.heartbeat.interval.ms", int, 5000, *at_least(1)),
+    _k("group.consumer.max.heartbeat.interval.ms", int, 15000, *at_least(1)),
+    _k("group.consumer.max.size", int, 2147483647, *at_least(1)),
+    _k("group.consumer.assignors", str, "uniform,range"),
+    _k("group.consumer.migration.policy", str, "bidirectional",
+       lambda v: v.lower() in ("disabled", "downgrade", "upgrade", "bidirectional"),
+       "must be one of disabled, downgrade, upgrade, bidirectional"),
+    _k("group.consumer.assignment.interval.ms", int, 1000, *at_least(0)),
+    _k("group.consumer.min.assignment.interval.ms", int, 0, *at_least(0)),
+    _k("group.consumer.max.assignment.interval.ms", int, 15000, *at_least(0)),
+    _k("group.consumer.regex.refresh.interval.ms", int, 600000, *at_least(10000)),
+    _k("group.share.session.timeout.ms", int, 45000, *at_least(1)),
+    _k("group.share.min.session.timeout.ms", int, 45000, *at_least(1)),
+    _k("group.share.max.session.timeout.ms", int, 60000, *at_least(1)),
+    _k("group.share.heartbeat.interval.ms", int, 5000, *at_least(1)),
+    _k("group.share.min.heartbeat.interval.ms", int, 5000, *at_least(1)),
+    _k("group.share.max.heartbeat.interval.ms", int, 15000, *at_least(1)),
+    _k("group.share.max.size", int, 200, *between(1, 1000)),
+    _k("group.share.assignors", str, "simple"),
+    _k("group.share.assignment.interval.ms", int, 1000, *at_least(0)),
+    _k("group.share.min.assignment.interval.ms", int, 0, *at_least(0)),
+    _k("group.share.max.assignment.interval.ms", int, 15000, *at_least(0)),
+    _k("group.share.initialize.retry.interval.ms", int, 30000, *at_least(1)),
+    _k("group.share.delivery.count.limit", int, 5, *between(2, 10)),
+    _k("group.share.min.delivery.count.limit", int, 2, *between(2, 5)),
+    _k("group.share.max.delivery.count.limit", int, 10, *between(5, 25)),
+    _k("group.share.record.lock.duration.ms", int, 30000, *between(1000, 3600000)),
+    _k("group.share.min.record.lock.duration.ms", int, 15000, *between(1000, 30000)),
+    _k("group.share.max.record.lock.duration.ms", int, 60000, *between(30000, 3600000)),
+    _k("group.share.partition.max.record.locks", int, 2000, *between(100, 10000)),
+    _k("group.share.min.partition.max.record.locks", int, 100, *between(100, 2000)),
+    _k("group.share.max.partition.max.record.locks", int, 4000, *between(2000, 10000)),
+    _k("group.share.max.share.sessions", int, 2000, *at_least(1)),
+    _k("group.streams.session.timeout.ms", int, 45000, *at_least(1)),
+    _k("group.streams.min.session.timeout.ms", int, 45000, *at_least(1)),
+    _k("group.streams.max.session.timeout.ms", int, 60000, *at_least(1)),
+    _k("group.streams.heartbeat.interval.ms", int, 5000, *at_least(1)),
+    _k("group.streams.min.heartbeat.interval.ms", int, 5000, *at_least(1)),
+    _k("group.streams.max.heartbeat.interval.ms", int, 15000, *at_least(1)),
+    _k("group.streams.max.size", int, 2147483647, *at_least(1)),
+    _k("group.streams.num.standby.replicas", int, 0, *at_least(0)),
+    _k("group.streams.max.standby.replicas", int, 2, *at_least(0)),
+    _k("group.streams.initial.rebalance.delay.ms", int, 3000, *at_least(0)),
+    _k("group.streams.assignment.interval.ms", int, 1000, *at_least(0)),
+    _k("group.streams.min.assignment.interval.ms", int, 0, *at_least(0)),
+    _k("group.streams.max.assignment.interval.ms", int, 15000, *at_least(0)),
     _k("transaction.state.log.num.partitions", int, 50, *at_least(1)),
     _k("transaction.state.log.replication.factor", int, 3, *at_least(1)),
     _k("transaction.state.log.min.isr", int, 2, *at_least(1)),

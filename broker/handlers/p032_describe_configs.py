@@ -13,7 +13,10 @@ Behavior:
 - ``configuration_keys`` (null or empty: all) filters the entries; synonyms are listed only
   with ``include_synonyms``; documentation only with ``include_documentation`` (topic keys
   and the broker keys behind them; null for the rest).
-- Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP) get INVALID_REQUEST.
+- GROUP (32), any group id (it need not exist): every group config, GROUP_CONFIG (8) for the
+  group's overrides, else the source of the broker key behind it (``group.share.*``...) or
+  DEFAULT_CONFIG for keys without one (``share.auto.offset.reset``), as Kafka 4.3.1 answers.
+- Other resource types (BROKER_LOGGER, CLIENT_METRICS) get INVALID_REQUEST.
 - With an authorizer: DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED) or the
   cluster for a broker (else CLUSTER_AUTHORIZATION_FAILED).
 
@@ -28,6 +31,7 @@ from protocol.errors import ErrorCode, KafkaError
 from ..admin_util import (
     ResourceType,
     describe_broker,
+    describe_group,
     describe_topic,
     node_id_of,
     unsupported_resource,
@@ -69,4 +73,6 @@ def _describe(ctx: RequestContext, r, include_synonyms: bool, include_docs: bool
         if per_broker:
             node_id_of(broker, r.resource_name, describe=True)
         return describe_broker(broker, per_broker, keys, include_synonyms, include_docs)
+    if r.resource_type == ResourceType.GROUP:
+        return describe_group(broker, r.resource_name, keys, include_synonyms, include_docs)
     raise KafkaError(ErrorCode.invalid_request, unsupported_resource(r.resource_type))

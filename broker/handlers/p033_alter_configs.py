@@ -9,6 +9,8 @@ Behavior:
 - BROKER (4), this node's id or the empty name (cluster-wide default): replaces that level's
   dynamic broker configs; only the dynamic subset in broker/admin_util.py is accepted,
   anything else is INVALID_REQUEST, as Kafka answers read-only or invalid broker configs.
+- GROUP (32): replaces the group's config overrides, validated as IncrementalAlterConfigs
+  does (INVALID_CONFIG with Kafka's messages).
 - A resource named twice gets INVALID_REQUEST on both entries; a key twice in one resource
   or a null value, INVALID_REQUEST. Other resource types: INVALID_REQUEST.
 - validate_only checks everything and changes nothing.
@@ -25,12 +27,15 @@ from protocol.errors import ErrorCode, KafkaError
 from ..admin_util import (
     ResourceType,
     alter_each,
+    apply_group_overrides,
     apply_topic_overrides,
     check_alter_entries,
     dynamic_configs,
+    group_for_config_change,
     node_id_of,
     topic_for_config_change,
     unsupported_resource,
+    validated_group_overrides,
     validated_topic_overrides,
 )
 from ..authorization import AclOperation, check_config_resource
@@ -55,5 +60,9 @@ async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
         if r.resource_name:
             node_id_of(broker, r.resource_name, describe=False)
         dynamic_configs(broker).replace(bool(r.resource_name), configs, validate_only)
+    elif r.resource_type == ResourceType.GROUP:
+        group_for_config_change(r.resource_name)
+        await apply_group_overrides(broker, r.resource_name, validated_group_overrides(broker, configs),
+                                    validate_only)
     else:
         raise KafkaError(ErrorCode.invalid_request, unsupported_resource(r.resource_type))

@@ -17,6 +17,11 @@ Behavior:
   topic without an override. A read-only key ("Cannot update these configs dynamically"), an
   unknown key, a bad value or another node id is INVALID_REQUEST, as Kafka answers broker
   config changes.
+- GROUP (32), a group id (need not exist yet): the resulting override set is checked as
+  Kafka's GroupConfig.validate does (unknown name, type, validator, the broker's min/max
+  bounds, session timeout above heartbeat interval), each failure INVALID_CONFIG with Kafka's
+  message; stored in the cluster metadata. The empty name is INVALID_REQUEST ("Default group
+  resources are not allowed.").
 - A resource named twice: INVALID_REQUEST on both; a key twice in one resource, or a null
   value with SET/APPEND/SUBTRACT: INVALID_REQUEST. Other resource types: INVALID_REQUEST.
 - validate_only checks everything and changes nothing.
@@ -34,13 +39,16 @@ from ..admin_util import (
     OpType,
     ResourceType,
     alter_each,
+    apply_group_overrides,
     apply_topic_overrides,
     check_alter_entries,
     dynamic_configs,
+    group_for_config_change,
     incremental,
     node_id_of,
     topic_for_config_change,
     unsupported_resource,
+    validated_group_overrides,
     validated_topic_overrides,
 )
 from ..authorization import AclOperation, check_config_resource
@@ -71,5 +79,9 @@ async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
         dyn = dynamic_configs(broker)
         new = incremental(dyn.layer(per_broker), r.configs, dyn.default_of, broker=True)
         dyn.replace(per_broker, new, validate_only)
+    elif r.resource_type == ResourceType.GROUP:
+        group_for_config_change(r.resource_name)
+        new = incremental(broker.metadata.group_configs.get(r.resource_name, {}), r.configs, lambda k: None)
+        await apply_group_overrides(broker, r.resource_name, validated_group_overrides(broker, new), validate_only)
     else:
         raise KafkaError(ErrorCode.invalid_request, unsupported_resource(r.resource_type))

@@ -13,8 +13,8 @@ Behavior:
 - ``kafka-configs --describe --entity-type client-metrics`` and ``--entity-type groups``
   (4.3) list through it.
 
-Differs from Kafka: this broker has no group configs and no client-metrics subscriptions, so
-those two kinds are always empty (as on a Kafka broker where none were configured). A broker
+Differs from Kafka: this broker has no client-metrics subscriptions, so that kind is always
+empty (as on a Kafka broker where none were configured). A broker
 that is down is not registered here, so it is not listed (KRaft keeps it, fenced, and lists it).
 
 Version notes:
@@ -41,7 +41,8 @@ async def handle_list_config_resources(ctx: RequestContext, request) -> dict:
     if not wanted <= supported:
         return {"throttle_time": 0, "error_code": ErrorCode.unsupported_version, "config_resources": []}
     resources: list[tuple[str, ResourceType]] = []
-    # GROUP and CLIENT_METRICS come first in Kafka's answer; this broker has none of either.
+    if ResourceType.GROUP in wanted:  # first in Kafka's answer, then CLIENT_METRICS (none here)
+        resources += [(name, ResourceType.GROUP) for name in sorted(ctx.services.metadata.group_configs)]
     brokers = [str(node_id) for node_id, *_ in ctx.services.metadata.brokers_on(ctx.listener)]
     for kind in (ResourceType.BROKER_LOGGER, ResourceType.BROKER):
         if kind in wanted:

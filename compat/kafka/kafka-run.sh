@@ -18,6 +18,7 @@
 #   kafka-leader-election        org.apache.kafka.tools.LeaderElectionCommand
 #   kafka-reassign-partitions    org.apache.kafka.tools.reassign.ReassignPartitionsCommand
 #   kafka-log-dirs               org.apache.kafka.tools.LogDirsCommand
+#   kafka-metadata-quorum        org.apache.kafka.tools.MetadataQuorumCommand
 #   kafka-acls                   org.apache.kafka.tools.AclCommand
 #   kafka-server-start           kafka.Kafka
 # (a trailing ".sh" on an alias is accepted too: kafka-topics.sh)
@@ -29,6 +30,7 @@
 #   KAFKA_HEAP_OPTS              default -Xmx256m (like kafka-run-class.sh for tools)
 #   KAFKA_JVM_OPTS               default: fast-startup flags for short-lived CLI tools
 #   KAFKA_OPTS                   extra JVM flags appended
+#   KAFKA_EXTRA_CLASSPATH        appended to the jars' classpath (e.g. a principal builder)
 # The JVM replaces this shell (exec), so $! / Popen.pid is the java process.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,6 +56,7 @@ case "$CLASS" in
   kafka-leader-election)     CLASS=org.apache.kafka.tools.LeaderElectionCommand ;;
   kafka-reassign-partitions) CLASS=org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
   kafka-log-dirs)            CLASS=org.apache.kafka.tools.LogDirsCommand ;;
+  kafka-metadata-quorum)     CLASS=org.apache.kafka.tools.MetadataQuorumCommand ;;
   kafka-acls)                CLASS=org.apache.kafka.tools.AclCommand ;;
   kafka-server-start)        CLASS=kafka.Kafka ;;
 esac
@@ -68,4 +71,4 @@ exec java \
   -Djava.awt.headless=true \
   -Dlog4j2.configurationFile="${KAFKA_LOG4J_CONFIG:-$HERE/log4j2-quiet.xml}" \
   ${KAFKA_OPTS:-} \
-  -cp "$LIBS/*" "$CLASS" "$@"
+  -cp "$LIBS/*${KAFKA_EXTRA_CLASSPATH:+:$KAFKA_EXTRA_CLASSPATH}" "$CLASS" "$@"

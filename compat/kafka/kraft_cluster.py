@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -90,6 +91,7 @@ class KafkaNode:
     node_id: int
     port: int
     controller_port: int
+    internal_port: int = 0  # the INTERNAL listener, used only under an authorizer
     proc: subprocess.Popen | None = None
 
     @property
@@ -142,6 +144,8 @@ class KafkaNode:
             "auto.create.topics.enable": "true",
         }
         cfg.update(c.extra_config)
+        if "authorizer.class.name" in cfg:
+            cfg.update(_node_principal_config(cfg, self.port, self.controller_port, self.internal_port))
         return cfg
 
     def start(self, wait: bool = True, timeout: float | None = None) -> KafkaNode:
@@ -150,6 +154,7 @@ class KafkaNode:
         env = dict(os.environ)
         env.update(KAFKA_HEAP_OPTS=self.cluster.heap_opts, KAFKA_JVM_OPTS=self.cluster.jvm_opts,
                    KAFKA_LOG_LEVEL=self.cluster.log_level)
+        env.update(self.cluster.extra_env())
         with open(self.log_file, "ab") as log:
             log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             log.flush()
@@ -205,6 +210,34 @@ class KafkaNode:
             return "(no log)"
 
 
+def _node_principal_config(cfg: dict[str, str], port: int, controller_port: int,
+                           internal_port: int) -> dict[str, str]:
+    """Under an authorizer the nodes reach each other on CONTROLLER and INTERNAL listeners as the
+    super user ``User:kafka-node`` (:func:`node_principal_builder`); clients keep PLAINTEXT as
+    ``User:ANONYMOUS``, so their ACLs apply. Without it, StandardAuthorizer refuses the quorum's
+    own requests (AuthorizerNotReady) unless ANONYMOUS is a super user, which bypasses ACLs."""
+    supers = [s for s in cfg.get("super.users", "").split(";") if s]
+    listeners = f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal_port},CONTROLLER://{HOST}:{controller_port}"
+    return {
+        "listeners": listeners, "advertised.listeners": listeners,
+        "inter.broker.listener.name": "INTERNAL",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "principal.builder.class": "NodePrincipalBuilder",
+        "super.users": ";".join([*supers, "User:kafka-node"]),
+    }
+
+
+def node_principal_builder() -> Path:
+    """Compile compat/kafka/NodePrincipalBuilder.java against Kafka's jars (cached by content)."""
+    source = Path(__file__).with_name("NodePrincipalBuilder.java")
+    out = Path.home() / ".cache" / "kbroker" / "node-principal-builder" / hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    if not (out / "NodePrincipalBuilder.class").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["javac", "-d", str(out), "-cp", f"{fetch_kafka()}/*", str(source)], check=True,
+                       capture_output=True, timeout=300)
+    return out
+
+
 @dataclass
 class KafkaCluster:
     """A running N-node KRaft Apache Kafka. Use via :func:`kraft_cluster`."""
@@ -235,6 +268,12 @@ class KafkaCluster:
     def pids(self) -> dict[int, int | None]:
         return {i: n.pid for i, n in self.nodes.items()}
 
+    def extra_env(self) -> dict[str, str]:
+        """The principal builder's classpath when the nodes run under an authorizer."""
+        if "authorizer.class.name" in self.extra_config:
+            return {"KAFKA_EXTRA_CLASSPATH": str(node_principal_builder())}
+        return {}
+
     def start(self) -> KafkaCluster:
         fetch_kafka()
         if self.workdir is None:
@@ -252,7 +291,7 @@ class KafkaCluster:
                     used.add(p)
                     return p
 
-        self.nodes = {i: KafkaNode(self, i, port(), port()) for i in range(1, self.n_nodes + 1)}
+        self.nodes = {i: KafkaNode(self, i, port(), port(), port()) for i in range(1, self.n_nodes + 1)}
         self.cluster_id = random_cluster_id()
         for node in self.nodes.values():
             node.dir.mkdir(parents=True, exist_ok=True)
@@ -260,7 +299,8 @@ class KafkaCluster:
         # format every node with the same cluster id (static quorum: the voters are in the config)
         fmts = [subprocess.Popen(
             [str(KAFKA_RUN), "kafka-storage", "format", "-t", self.cluster_id, "-c", str(n.props_file)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for n in self.nodes.values()]
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **self.extra_env()})
+            for n in self.nodes.values()]
         for node, f in zip(self.nodes.values(), fmts):
             out, _ = f.communicate(timeout=120)
             if f.returncode != 0:

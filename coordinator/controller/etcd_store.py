@@ -10,6 +10,8 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
     topics/<name>                   topic id, configs, partition count
     partitions/<name>/<index>       PartitionState (leader, leader epoch, replicas, ISR, partition epoch)
     producer_id_block               the next free producer-id block
+    group_configs/<group id>        a group's config overrides (GROUP config resource)
+    scram/<user>                    a user's SCRAM credentials by mechanism
     acls/<id>                       one ACL (its id derives from its content)
 
 Every write is one etcd transaction that compares what it depends on: a topic is created only
@@ -217,6 +219,8 @@ class EtcdMetadataStore(MetadataCache):
         self.acls = {}
         self._topic_raw.clear()
         self._parts.clear()
+        self.group_configs = {}
+        self.scram_credentials = {}
         self.brokers = {}
         self.controller_id, self.controller_epoch = -1, 0
         for kv in result:
@@ -285,9 +289,12 @@ class EtcdMetadataStore(MetadataCache):
         self.notify(changed, deleted)
         if name is not None and before is not None and after is not None:
             self.notify_configs({name: before}, {name: after})
-        if name is None:
+        if name is None and self._kind(kv.key) in ("brokers", "controller"):
             for listener in self.broker_listeners:
                 listener()
+
+    def _kind(self, key: bytes) -> str:
+        return key.decode()[len(self.prefix) + 1:].split("/", 1)[0]
 
     def _apply_acl_event(self, event) -> None:
         kv = event.kv
@@ -319,6 +326,10 @@ class EtcdMetadataStore(MetadataCache):
         elif kind == "partitions":
             self._parts[(parts[1], int(parts[2]))] = PartitionState.from_json(json.loads(value), mod_revision)
             return parts[1]
+        elif kind == "group_configs":
+            self.group_configs = {**self.group_configs, "/".join(parts[1:]): json.loads(value)}
+        elif kind == "scram":
+            self.scram_credentials = {**self.scram_credentials, "/".join(parts[1:]): json.loads(value)}
         return None
 
     def _apply_delete(self, key: bytes) -> str | None:
@@ -334,6 +345,12 @@ class EtcdMetadataStore(MetadataCache):
         elif kind == "partitions":
             self._parts.pop((parts[1], int(parts[2])), None)
             return parts[1]
+        elif kind == "group_configs":
+            group_id = "/".join(parts[1:])
+            self.group_configs = {g: c for g, c in self.group_configs.items() if g != group_id}
+        elif kind == "scram":
+            user = "/".join(parts[1:])
+            self.scram_credentials = {u: c for u, c in self.scram_credentials.items() if u != user}
         return None
 
     def _rebuild_topic(self, name: str) -> None:
@@ -351,6 +368,11 @@ class EtcdMetadataStore(MetadataCache):
                      for i, p in enumerate(parts)]
             parts = parts[:next((i for i, p in enumerate(parts) if p is None), len(parts))]
         self.topics = {**self.topics, name: TopicState(name, raw["topic_id"], parts, dict(raw.get("configs", {})))}
+
+    @property
+    def applied_offset(self) -> int:
+        """The etcd revision the image has applied (DescribeQuorum's high watermark)."""
+        return self.revision
 
     async def wait_applied(self, revision: int, timeout: float = 10.0) -> None:
         """Until the image includes ``revision`` (read-your-writes for admin requests)."""
@@ -448,6 +470,24 @@ class EtcdMetadataStore(MetadataCache):
         record, mod_revision = await self._topic_record(name)
         record["configs"] = dict(configs)
         await self._replace_topic_record(name, record, mod_revision)
+
+    async def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's config overrides (none left: its key is deleted)."""
+        key = self.key("group_configs", group_id)
+        op = (self.client.transactions.put(key, _dumps(dict(configs))) if configs
+              else self.client.transactions.delete(key))
+        _ok, revision = await self._txn([], [op])
+        await self.wait_applied(revision)
+
+    async def alter_scram_credentials(self, changes: dict[str, dict[str, dict]]) -> None:
+        """Replace each named user's credentials in one transaction (empty: the user's key goes)."""
+        t = self.client.transactions
+        ops = [t.put(self.key("scram", user), _dumps(creds)) if creds else t.delete(self.key("scram", user))
+               for user, creds in changes.items()]
+        if len(ops) > MAX_TXN_OPS:
+            raise KafkaError(ErrorCode.policy_violation, f"At most {MAX_TXN_OPS} users can be altered at once")
+        _ok, revision = await self._txn([], ops)
+        await self.wait_applied(revision)
 
     async def alter_partitions(self, changes: Iterable[tuple[str, int, PartitionState, int]],
                                controller_epoch: int | None = None, wait: bool = False) -> set[tuple[str, int]]:

@@ -2,7 +2,8 @@
 
 Owns: :class:`BrokerRegistration` (a broker's endpoints by listener name), :class:`PartitionState`, :class:`TopicState` and
 :class:`MetadataCache`, the image every handler reads without awaiting (topics, partition
-leaders, ISR, live brokers, the controller id, the ACLs). A backend (the embedded file store or the etcd
+leaders, ISR, live brokers, the controller id, group config overrides, SCRAM credentials, the
+ACLs). A backend (the embedded file store or the etcd
 store) feeds the cache; the broker applies the partitions that changed (``changed`` listeners)
 as Kafka's ``ReplicaManager.applyDelta`` does.
 
@@ -97,6 +98,10 @@ class MetadataCache:
         self.listeners: list[Listener] = []
         self.broker_listeners: list[Callable[[], None]] = []  # registrations or controller changed
         self.config_listeners: list[Callable[[str], None]] = []  # a topic's configs changed
+        # Group config overrides by group id (GROUP config resources; coordinator/group/group_config.py).
+        self.group_configs: dict[str, dict[str, str]] = {}
+        # SCRAM credentials by user and mechanism name (coordinator/controller/scram.py).
+        self.scram_credentials: dict[str, dict[str, dict]] = {}
         self.acls: dict[str, StandardAcl] = {}  # by ACL id
         self.acl_listeners: list[Callable[[], None]] = []  # the ACLs changed
         # Topic id -> topic, filled on lookup (Produce v13 and Fetch v13+ resolve ids per request);

@@ -1,8 +1,8 @@
 """The embedded metadata store: the single-node default, a JSON file under the data dir.
 
 Owns: the cluster id, topics (id, partition count, per-topic config overrides), each
-partition's leader, replicas, ISR and leader epoch, the producer-id block counter and the
-ACLs (by id). Every
+partition's leader, replicas, ISR and leader epoch, the producer-id block counter, the
+group config overrides, the SCRAM credentials and the ACLs (by id). Every
 change is written to a temp file, fsynced and renamed before it is applied in memory, so an
 acknowledged CreateTopics or a handed-out producer-id block survives kill -9.
 
@@ -41,6 +41,8 @@ class MetadataStore(MetadataCache):
         self.path = path
         self.cluster_id = new_cluster_id()
         self.controller_id = node_id
+        self.controller_epoch = 0  # bumped each time this broker (re)takes the controller role at start
+        self.metadata_offset = 0  # how many changes were written: the metadata log's end offset in KRaft terms
         self.next_producer_id_block = 0
         self._load()
 
@@ -56,19 +58,33 @@ class MetadataStore(MetadataCache):
             return
         self.cluster_id = raw["cluster_id"]
         self.next_producer_id_block = raw.get("next_producer_id_block", 0)
+        self.controller_epoch = raw.get("controller_epoch", 0)
+        self.metadata_offset = raw.get("metadata_offset", 0)
+        self.group_configs = {g: dict(c) for g, c in raw.get("group_configs", {}).items()}
+        self.scram_credentials = raw.get("scram_credentials", {})
         for name, t in raw["topics"].items():
             self.topics[name] = TopicState(name, t["topic_id"],
                                            [PartitionState.from_json(p) for p in t["partitions"]],
                                            t.get("configs", {}))
         self.acls = {acl_id: StandardAcl.from_json(a) for acl_id, a in raw.get("acls", {}).items()}
 
+    @property
+    def applied_offset(self) -> int:
+        """The position of the image in the metadata history (DescribeQuorum's high watermark)."""
+        return self.metadata_offset
+
     def _save(self) -> None:
+        self.metadata_offset += 1
         raw = {
             "cluster_id": self.cluster_id,
+            "controller_epoch": self.controller_epoch,
+            "metadata_offset": self.metadata_offset,
             "next_producer_id_block": self.next_producer_id_block,
             "topics": {n: {"topic_id": t.topic_id, "configs": t.configs,
                            "partitions": [p.to_json() for p in t.partitions]}
                        for n, t in self.topics.items()},
+            "group_configs": self.group_configs,
+            "scram_credentials": self.scram_credentials,
             "acls": {acl_id: acl.to_json() for acl_id, acl in self.acls.items()},
         }
         tmp = self.path + ".tmp"
@@ -104,8 +120,28 @@ class MetadataStore(MetadataCache):
         self.topics[name].configs = dict(configs)
         self._save()
 
+    # --- groups ----------------------------------------------------------------------------
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's config overrides (none left: the group's entry goes)."""
+        if configs:
+            self.group_configs[group_id] = dict(configs)
+        else:
+            self.group_configs.pop(group_id, None)
+        self._save()
+
+    def alter_scram_credentials(self, changes: dict[str, dict[str, dict]]) -> None:
+        """Replace each named user's credentials at once (an empty set removes the user)."""
+        for user, credentials in changes.items():
+            if credentials:
+                self.scram_credentials[user] = credentials
+            else:
+                self.scram_credentials.pop(user, None)
+        self._save()
+
     def elect_self_leader_everywhere(self) -> None:
         """At start-up this broker (re)takes leadership: every leader epoch is bumped."""
+        self.controller_epoch += 1
         for topic in self.topics.values():
             for p in topic.partitions:
                 p.leader = self.node_id

@@ -114,6 +114,23 @@ def test_create_partitions_and_topic_configs_reach_every_broker(cluster):
                  == "123456", 30, f"broker {node.node_id} to see the new config")
 
 
+def test_a_group_config_set_through_one_broker_is_seen_by_every_broker(cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    group = f"grp-cfg-{uuid.uuid4().hex[:6]}"
+    first = min(cluster.nodes)
+    admin = AdminClient({"bootstrap.servers": cluster.node(first).address})
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(15)
+    for node in cluster.nodes.values():
+        one = AdminClient({"bootstrap.servers": node.address})
+        res = ConfigResource(ResourceType.GROUP, group)
+        wait_for(lambda one=one, res=res: one.describe_configs([res])[res].result(15)[
+            "share.auto.offset.reset"].value == "earliest", 30, f"broker {node.node_id} to see the group config")
+
+
 def test_a_topic_config_change_takes_effect_on_every_leader(cluster):
     """cleanup.policy=compact altered through one broker: the leaders on the others refuse
     keyless records at once (their logs take the new config from the metadata watch)."""
@@ -171,3 +188,38 @@ def test_delete_records_and_delete_topic_reach_the_followers(cluster):
     for node in cluster.nodes.values():
         wait_for(lambda node=node: not os.path.isdir(os.path.join(node.data_dir, f"{topic}-0")), 30,
                  f"broker {node.node_id} to delete its replica")
+
+
+def test_describe_quorum_names_the_same_controller_on_every_broker(cluster):
+    from tests.support.raw import RawClient
+
+    answers = {}
+    for node in cluster.nodes.values():
+        with RawClient(node.address) as c:  # this very broker answers, from its own image
+            r = c.call(55, 2, {"topics": [{"topic_name": "__cluster_metadata",
+                                           "partitions": [{"partition_index": 0}]}]})
+        (p,) = r.topics[0].partitions
+        answers[node.node_id] = (p.leader_id, p.leader_epoch)
+        assert sorted(v.replica_id for v in p.current_voters) == sorted(cluster.nodes)
+        own = [v.log_end_offset for v in p.current_voters if v.replica_id == node.node_id]
+        assert own == [p.high_watermark] and p.high_watermark > 0
+    assert len(set(answers.values())) == 1, answers
+    assert answers[min(answers)][0] in cluster.nodes
+
+
+def test_scram_credentials_altered_on_one_broker_are_described_by_every_broker(cluster):
+    from tests.support.raw import RawClient
+
+    user = f"scram-{uuid.uuid4().hex[:6]}"
+    with RawClient(cluster.node(min(cluster.nodes)).address) as c:
+        r = c.call(51, 0, {"deletions": [], "upsertions": [{"name": user, "mechanism": 2, "iterations": 8192,
+                                                            "salt": b"salt", "salted_password": b"x" * 64}]})
+        assert [(x.user, x.error_code) for x in r.results] == [(user, 0)]
+
+    def described(node) -> list:
+        with RawClient(node.address) as c:  # this broker's own image
+            (result,) = c.call(50, 0, {"users": [{"name": user}]}).results
+            return [(i.mechanism, i.iterations) for i in result.credential_infos]
+
+    for node in cluster.nodes.values():
+        wait_for(lambda node=node: described(node) == [(2, 8192)], 30, f"broker {node.node_id} to see {user}")

@@ -487,3 +487,29 @@ def test_reassign_partitions_with_log_dirs(bootstrap, topic, tmp_path):
     assert f"Reassignment of replica {topic}-0-{leader} completed successfully." in res.stdout, res.stdout
     res = reassign(log_dir + "-elsewhere", "--execute", check=False)
     assert res.returncode == 1 and "LogDirNotFoundException" in res.stdout, res.stdout + res.stderr
+
+
+def test_metadata_quorum_describes_the_controller(bootstrap):
+    """kafka-metadata-quorum reads DescribeQuorum: the controller leads, every broker votes."""
+    status = kafka("kafka-metadata-quorum", "--bootstrap-server", bootstrap, "describe", "--status").stdout
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    leader = int(fields["LeaderId"])
+    assert leader >= 0 and int(fields["LeaderEpoch"]) >= 1 and int(fields["HighWatermark"]) >= 1
+    assert f'"id": {leader}' in fields["CurrentVoters"] and fields["CurrentObservers"] == "[]"
+    replication = kafka("kafka-metadata-quorum", "--bootstrap-server", bootstrap, "describe",
+                        "--replication").stdout
+    rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
+    assert [row[-1] for row in rows if int(row[0]) == leader] == ["Leader"]
+
+
+def test_configs_for_a_group(bootstrap):
+    """kafka-configs --entity-type groups (4.x) sets, describes and deletes a group config."""
+    group = f"kt-group-{uuid.uuid4().hex[:8]}"
+    base = ("--bootstrap-server", bootstrap, "--entity-type", "groups", "--entity-name", group)
+    kafka("kafka-configs", *base, "--alter", "--add-config", "share.auto.offset.reset=earliest")
+    assert "share.auto.offset.reset=earliest" in kafka("kafka-configs", *base, "--describe").stdout
+    bad = kafka("kafka-configs", *base, "--alter", "--add-config", "share.record.lock.duration.ms=10", check=False)
+    assert bad.returncode != 0 and "Value must be at least 1000" in bad.stdout + bad.stderr
+    kafka("kafka-configs", *base, "--alter", "--delete-config", "share.auto.offset.reset")
+    assert "share.auto.offset.reset" not in kafka("kafka-configs", *base, "--describe").stdout

@@ -210,7 +210,7 @@ def test_incremental_alter_configs_errors(b):
         {"resource_type": TOPIC, "resource_name": "u", "configs": [{"name": "retention.ms", "config_operation": 0, "value": None}]},
         {"resource_type": TOPIC, "resource_name": "", "configs": []},
         {"resource_type": TOPIC, "resource_name": "v", "configs": [{"name": "retention.ms", "config_operation": 9, "value": "1"}]},
-        {"resource_type": 32, "resource_name": "g", "configs": []},
+        {"resource_type": 16, "resource_name": "g", "configs": []},
         {"resource_type": TOPIC, "resource_name": "w", "configs": []},
         {"resource_type": TOPIC, "resource_name": "w", "configs": []},
     ])

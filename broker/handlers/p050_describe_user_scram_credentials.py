@@ -1,0 +1,24 @@
+"""DescribeUserScramCredentials: v0
+
+Behavior:
+- No users named (null or empty): every user with a SCRAM credential, each with its mechanisms
+  and iteration counts (never the salt or keys). A named user without credentials gets
+  RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE, each with Kafka's message
+  (``ScramImage.describe``); the top-level error is NONE.
+- Answered by any broker from its metadata image.
+
+Version notes:
+- v0 is flexible.
+"""
+
+from coordinator.controller import scram
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+@register(50, 0, 0)
+async def handle_describe_user_scram_credentials(ctx: RequestContext, request) -> dict:
+    users = None if request.users is None else [u.name for u in request.users]
+    return {"throttle_time": 0, "error_code": 0, "error_message": None,
+            "results": scram.describe(ctx.services.metadata.scram_credentials, users)}

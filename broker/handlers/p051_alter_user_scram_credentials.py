@@ -1,0 +1,33 @@
+"""AlterUserScramCredentials: v0
+
+Behavior:
+- Deletions and upsertions of (user, mechanism) credentials, checked as Kafka's
+  ``ScramControlManager``: an empty user name is UNACCEPTABLE_CREDENTIAL, an unknown mechanism
+  UNSUPPORTED_SASL_MECHANISM, fewer than 4096 or more than 16384 iterations
+  UNACCEPTABLE_CREDENTIAL ("Too few iterations" / "Too many iterations"), deleting a credential
+  that does not exist RESOURCE_NOT_FOUND, a user altered twice in one request (even for two
+  mechanisms) DUPLICATE_RESOURCE. One result per user.
+- The valid alterations are stored together in the cluster metadata: the salt, StoredKey,
+  ServerKey and iterations (the salted password is not kept).
+
+Version notes:
+- v0 is flexible.
+"""
+
+from coordinator.controller import scram
+from protocol.api import register
+
+from ..server import RequestContext
+
+
+@register(51, 0, 0)
+async def handle_alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
+    metadata = ctx.services.metadata
+    changes, outcomes = scram.plan_alterations(metadata.scram_credentials, request.deletions, request.upsertions)
+    if changes:
+        if metadata.clustered:
+            await metadata.alter_scram_credentials(changes)
+        else:
+            metadata.alter_scram_credentials(changes)
+    return {"throttle_time": 0, "results": [
+        {"user": o.user, "error_code": o.error_code, "error_message": o.error_message} for o in outcomes]}

@@ -1,0 +1,84 @@
+"""DescribeQuorum: v0-2
+
+Behavior:
+- Describes the metadata quorum as the partition ``__cluster_metadata``-0, the only one a
+  request may name (anything else: UNKNOWN_TOPIC_OR_PARTITION on that one partition, as
+  KafkaRaftClient answers). ``kafka-metadata-quorum describe --status`` and the admin clients'
+  ``describeMetadataQuorum`` read it.
+- Leader: the controller (``controller_id``) and its epoch; high watermark: the position of
+  this broker's metadata image; voters: every registered broker, each of which can be elected
+  controller. Only this broker knows its own position: another voter's log end offset and
+  timestamps are -1 (unknown), as KRaft reports a voter it has not heard from. No observers.
+- Any broker answers, from its own image (Kafka forwards the request to the active controller).
+
+Differs from Kafka: the quorum is not a KRaft log. On one node (embedded store) the epoch counts
+the broker's starts and the high watermark its metadata writes; in a cluster the quorum is
+etcd: the epoch is the controller key's create revision (the controller epoch every controller
+write is fenced by) and the high watermark the etcd revision this broker has applied. Directory
+ids are unknown (the zero UUID).
+
+Version notes:
+- v1 adds last_fetch_timestamp / last_caught_up_timestamp per replica; v2 (flexible from v0)
+  adds error messages, replica directory ids and the voters' endpoints (``nodes``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from protocol.api import register
+from protocol.errors import ErrorCode
+
+from ..server import RequestContext
+
+METADATA_TOPIC, METADATA_PARTITION = "__cluster_metadata", 0
+UNKNOWN_DIRECTORY = uuid.UUID(int=0)
+
+
+@register(55, 0, 2)
+async def handle_describe_quorum(ctx: RequestContext, request) -> dict:
+    names = [(t.topic_name, [p.partition_index for p in t.partitions]) for t in request.topics]
+    if names != [(METADATA_TOPIC, [METADATA_PARTITION])]:
+        return _response([_partition_error(ErrorCode.unknown_topic_or_partition)], [])
+    metadata = ctx.services.metadata
+    if metadata.controller_id < 0:
+        return _response([_partition_error(ErrorCode.not_leader_or_follower)], [])
+    return _response([_describe(ctx)], _nodes(ctx))
+
+
+def _describe(ctx: RequestContext) -> dict:
+    metadata = ctx.services.metadata
+    now = int(time.time() * 1000)
+    voters = []
+    for node_id in metadata.live_broker_ids():
+        own = node_id == metadata.node_id
+        voters.append({
+            "replica_id": node_id, "replica_directory_id": UNKNOWN_DIRECTORY,
+            "log_end_offset": metadata.applied_offset if own else -1,
+            # KRaft: -1 last fetch for the leader itself, its caught-up time is now
+            "last_fetch_timestamp": -1,
+            "last_caught_up_timestamp": now if own and node_id == metadata.controller_id else -1,
+        })
+    return {"partition_index": METADATA_PARTITION, "error_code": 0, "error_message": None,
+            "leader_id": metadata.controller_id, "leader_epoch": metadata.controller_epoch,
+            "high_watermark": metadata.applied_offset, "current_voters": voters, "observers": []}
+
+
+def _nodes(ctx: RequestContext) -> list[dict]:
+    out = []
+    for node_id, registration in sorted(ctx.services.metadata.brokers.items()):
+        endpoints = registration.endpoints or {"PLAINTEXT": (registration.host, registration.port)}
+        out.append({"node_id": node_id, "listeners": [{"name": name, "host": host, "port": port}
+                                                      for name, (host, port) in endpoints.items()]})
+    return out
+
+
+def _partition_error(code: ErrorCode) -> dict:
+    return {"partition_index": METADATA_PARTITION, "error_code": code, "error_message": None,
+            "leader_id": -1, "leader_epoch": -1, "high_watermark": -1, "current_voters": [], "observers": []}
+
+
+def _response(partitions: list[dict], nodes: list[dict]) -> dict:
+    return {"error_code": 0, "error_message": None,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": partitions}], "nodes": nodes}

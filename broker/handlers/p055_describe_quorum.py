@@ -16,6 +16,7 @@ the broker's starts and the high watermark its metadata writes; in a cluster the
 etcd: the epoch is the controller key's create revision (the controller epoch every controller
 write is fenced by) and the high watermark the etcd revision this broker has applied. Directory
 ids are unknown (the zero UUID).
+- With an authorizer: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 adds last_fetch_timestamp / last_caught_up_timestamp per replica; v2 (flexible from v0)
@@ -30,6 +31,7 @@ import uuid
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
 
 METADATA_TOPIC, METADATA_PARTITION = "__cluster_metadata", 0
@@ -38,6 +40,8 @@ UNKNOWN_DIRECTORY = uuid.UUID(int=0)
 
 @register(55, 0, 2)
 async def handle_describe_quorum(ctx: RequestContext, request) -> dict:
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE):
+        return _response([_partition_error(ErrorCode.cluster_authorization_failed)], [])
     names = [(t.topic_name, [p.partition_index for p in t.partitions]) for t in request.topics]
     if names != [(METADATA_TOPIC, [METADATA_PARTITION])]:
         return _response([_partition_error(ErrorCode.unknown_topic_or_partition)], [])

@@ -9,7 +9,7 @@ Behavior:
   mechanisms) DUPLICATE_RESOURCE. One result per user.
 - The valid alterations are stored together in the cluster metadata: the salt, StoredKey,
   ServerKey and iterations (the salted password is not kept).
-- With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for every user.
+- With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for each user.
 
 Version notes:
 - v0 is flexible.
@@ -25,11 +25,12 @@ from ..server import RequestContext
 
 @register(51, 0, 0)
 async def handle_alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
-    if not authorize_cluster(ctx, AclOperation.ALTER):
-        users = {u.name for u in (*request.deletions, *request.upsertions)}
-        return {"throttle_time": 0, "results": [{"user": u, "error_code": ErrorCode.cluster_authorization_failed,
-                                                 "error_message": None} for u in sorted(users)]}
     metadata = ctx.services.metadata
+    if not authorize_cluster(ctx, AclOperation.ALTER):
+        users = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
+        return {"throttle_time": 0, "results": [
+            {"user": u, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
+            for u in dict.fromkeys(users)]}
     changes, outcomes = scram.plan_alterations(metadata.scram_credentials, request.deletions, request.upsertions)
     if changes:
         if metadata.clustered:

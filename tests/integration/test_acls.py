@@ -208,3 +208,34 @@ def test_kafka_acls_tool_adds_lists_and_removes(acl_broker, topic_name):
     kafka_acls("--remove", "--force", "--deny-principal", "User:*", "--operation", "All", "--deny-host", "*",
                "--topic", topic_name)
     assert described(b) == set()
+
+
+def test_a_denied_transactional_id_fails_init_transactions(acl_broker, topic_name):
+    b = acl_broker.bootstrap
+    txn_id = f"txn-{topic_name}"
+    create_acls(b, AclBinding(ResourceType.TRANSACTIONAL_ID, txn_id, ResourcePatternType.LITERAL, "User:*", "*",
+                              AclOperation.WRITE, AclPermissionType.DENY))
+    producer = Producer({"bootstrap.servers": b, "transactional.id": txn_id})
+    with pytest.raises(KafkaException) as err:
+        producer.init_transactions(20)
+    assert err.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_a_denied_group_fails_the_consumer(acl_broker, topic_name):
+    b = acl_broker.bootstrap
+    create_topic(b, topic_name)
+    group = f"g-{topic_name}"
+    create_acls(b, AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, "User:*", "*",
+                              AclOperation.ALL, AclPermissionType.DENY))
+    consumer = Consumer({"bootstrap.servers": b, "group.id": group})
+    try:
+        consumer.subscribe([topic_name])
+        error = None
+        deadline = time.monotonic() + 30
+        while error is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                error = msg.error()
+        assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()

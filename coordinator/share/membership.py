@@ -56,9 +56,6 @@ class ShareStateManager(Protocol):
     def group_state_exists(self, group_id: str) -> bool:
         """Whether any share-partition state of ``group_id`` exists."""
 
-    def release_member(self, group_id: str, member_id: str) -> None:
-        """The member's acquired records become available again (it left or was fenced)."""
-
 
 class NoShareState:
     """The default until the data path is wired in: there is no share-partition state."""
@@ -68,9 +65,6 @@ class NoShareState:
 
     def group_state_exists(self, group_id: str) -> bool:
         return False
-
-    def release_member(self, group_id: str, member_id: str) -> None:
-        return None
 
 
 class ShareGroupServices(Protocol):
@@ -376,10 +370,6 @@ class ShareGroupCoordinator:
             member.session_timer.cancel()
             member.session_timer = None
         await self._commit(group, write)
-        # Kafka's ShareGroupListener.onMemberLeave: the records it holds go back to the group at
-        # once, not when their locks expire (share-partitions led by this broker; elsewhere its
-        # closed connection or the lock timeout frees them).
-        self.state.release_member(group_id, member_id)
 
     def _schedule_session_timeout(self, group: ShareGroup, member: ShareGroupMember) -> None:
         if member.session_timer is not None:

@@ -240,25 +240,3 @@ def test_share_group_offsets_are_described_altered_and_deleted(broker, share_top
     assert [o for _, o, _ in again.poll(3)] == [0, 1, 2]
     again.close()
     assert _describe(broker.bootstrap, group, "no-such-topic") == (0, -1, -1)  # as Kafka: no error
-
-
-def test_a_member_leaving_the_group_releases_its_records_at_once(broker, share_topic):
-    """Kafka's ShareGroupListener.onMemberLeave: the leaver's records go back to the group
-    without waiting for their acquisition locks (30 s here)."""
-    name, topic_id = share_topic
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    a = _member(broker, topic_id, group)
-    b = _member(broker, topic_id, group)
-
-    def heartbeat(epoch: int):
-        return a.client.call(76, 1, {"group_id": group, "member_id": a.member_id, "member_epoch": epoch,
-                                     "rack_id": None, "subscribed_topic_names": [name] if epoch == 0 else None})
-
-    joined = heartbeat(0)
-    assert joined.error_code == 0, joined
-    _produce(broker.bootstrap, name, [b"x"])
-    assert a.poll(1) == [(0, 0, 1)]
-    assert heartbeat(-1).error_code == 0  # a leaves; its share session's connection stays open
-    assert b.poll(1, timeout=10.0) == [(0, 0, 2)]
-    a.close()
-    b.close()

@@ -14,8 +14,12 @@ Behavior:
   ``max_records`` (whole batches) within ``max_bytes``, and the answer carries the acquired
   batches with their ``acquired_records`` ranges and delivery counts, and
   ``acquisition_lock_timeout`` (the group's lock duration).
+- A share-partition fetched here for the first time loads its state (the share coordinator's,
+  else ``share.auto.offset.reset``) in the background, as Kafka's INITIALIZING state: the
+  fetch acquires from the partitions that are loaded and does not wait for the others.
 - Long poll: while fewer than ``min_bytes`` were acquired, waits up to ``max_wait_ms``,
-  woken by new data and by records becoming available again (release, lock expiry).
+  woken by new data, by records becoming available again (release, lock expiry) and by a
+  share-partition finishing its load.
 - An unknown topic id is UNKNOWN_TOPIC_ID, a partition not led here NOT_LEADER_OR_FOLLOWER
   with ``current_leader`` and ``node_endpoints`` (KIP-951).
 - A session answers with the partitions that have records, an error or an acknowledgement
@@ -30,6 +34,7 @@ Version notes:
   locks, it acquires nothing; RENEW in v1 is INVALID_REQUEST for that partition.
 """
 
+import asyncio
 import time
 
 from coordinator.share.manager import FINAL_EPOCH
@@ -88,42 +93,94 @@ def _update_session(services, session, request) -> None:
 
 async def _fetch(ctx: RequestContext, request, session, results: dict) -> None:
     """Acquire from the session's partitions, long-polling until ``min_bytes`` or the wait ends."""
-    services = ctx.services
+    pending = _PendingShareFetch(ctx, request, session, results)
     deadline = time.monotonic() + request.max_wait.total_seconds()
-    keys = list(session.partitions)
-    if keys:
-        shift = session.epoch % len(keys)
-        keys = keys[shift:] + keys[:shift]
-    budget = {"records": request.max_records, "bytes": request.max_bytes}
-    acquired_bytes = 0
-    while True:
-        waitable, errors = [], 0
-        for topic_id, index in keys:
-            if budget["records"] <= 0 or budget["bytes"] <= 0:
+    while not pending.try_complete():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return
+        await pending.wait(remaining)
+
+
+class _PendingShareFetch:
+    """One ShareFetch until it completes (Kafka's DelayedShareFetch).
+
+    ``try_complete`` acquires from the session's loaded partitions, starting one further each
+    request. It runs when the request arrives, when a waited-on partition gets records (new
+    data, a release, a lock expiry) and, synchronously, when one of its partitions finishes
+    loading: like Kafka's purgatory, the answer then carries what was acquirable at that
+    moment, so partitions loading one after another are answered one after another.
+    """
+
+    def __init__(self, ctx: RequestContext, request, session, results: dict) -> None:
+        self.ctx, self.request, self.session, self.results = ctx, request, session, results
+        keys = list(session.partitions)
+        if keys:
+            shift = session.epoch % len(keys)
+            keys = keys[shift:] + keys[:shift]
+        self.keys = keys
+        self.budget = {"records": request.max_records, "bytes": request.max_bytes}
+        self.acquired_bytes = 0
+        self.done = False
+        self.waitable: list = []
+        self.loading: list = []
+
+    def try_complete(self) -> bool:
+        if self.done:
+            return True
+        services, manager = self.ctx.services, self.ctx.services.share_manager
+        self.waitable, self.loading, errors = [], [], 0
+        for topic_id, index in self.keys:
+            if self.budget["records"] <= 0 or self.budget["bytes"] <= 0:
                 break
             try:
-                if sr.unreadable_topic(ctx, topic_id):
+                if sr.unreadable_topic(self.ctx, topic_id):
                     raise KafkaError(ErrorCode.topic_authorization_failed, None)
                 name, part = sr.leader_partition(services, topic_id, index)
-                sp = await services.share_manager.share_partition(
-                    session.group_id, name, topic_id, index, part.log, part.leader_epoch)
-                got = services.share_manager.acquire(session.group_id, session.member_id, sp, part.log,
-                                                     budget["records"], budget["bytes"])
+                sp = manager.ready(self.session.group_id, name, topic_id, index, part.log, part.leader_epoch)
+                got = sp and manager.acquire(self.session.group_id, self.session.member_id, sp, part.log,
+                                             self.budget["records"], self.budget["bytes"])
             except KafkaError as exc:
                 errors += 1
-                _merge(results, services, topic_id, index, error=exc)
+                _merge(self.results, services, topic_id, index, error=exc)
                 continue
-            if got.ranges:
-                budget["records"] -= got.count
-                budget["bytes"] -= len(got.records)
-                acquired_bytes += len(got.records)
-                _merge(results, services, topic_id, index, acquisition=got)
+            if got and got.ranges:
+                self.budget["records"] -= got.count
+                self.budget["bytes"] -= len(got.records)
+                self.acquired_bytes += len(got.records)
+                _merge(self.results, services, topic_id, index, acquisition=got)
             else:
-                waitable.append(part)
-        remaining = deadline - time.monotonic()
-        if acquired_bytes >= max(request.min_bytes, 1) or errors or remaining <= 0 or not waitable:
-            return
-        await services.replica_manager.wait_for_data(waitable, remaining)
+                self.waitable.append(part)
+                if sp is None:
+                    self.loading.append((self.session.group_id, topic_id, index))
+        self.done = (self.acquired_bytes >= max(self.request.min_bytes, 1) or bool(errors)
+                     or not self.waitable)
+        return self.done
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until a waited-on partition has records or finishes loading, or the timeout."""
+        fut = asyncio.get_running_loop().create_future()
+        manager = self.ctx.services.share_manager
+
+        def loaded() -> None:
+            if not fut.done() and self.try_complete():
+                fut.set_result(None)
+
+        loading, waitable = list(self.loading), list(self.waitable)   # try_complete replaces them
+        for key in loading:
+            manager.add_load_listener(key, loaded)
+        for part in waitable:
+            part.waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            for key in loading:
+                manager.remove_load_listener(key, loaded)
+            for part in waitable:
+                if fut in part.waiters:
+                    part.waiters.remove(fut)
 
 
 def _partition(services, topic_id, index: int, *, code: int = 0, message: str | None = None,

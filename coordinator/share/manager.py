@@ -1,8 +1,9 @@
 """The share-partition manager: every share-partition this broker leads, and the share sessions.
 
 Owns (after Kafka's ``SharePartitionManager`` and ``ShareSessionCache``):
-- the :class:`SharePartition` of each (group, topic, partition) fetched here, initialized from
-  the persisted state (or ``share.auto.offset.reset`` when there is none) on first use;
+- the :class:`SharePartition` of each (group, topic, partition) fetched here, loaded on first
+  use from the persisted state (or ``share.auto.offset.reset`` when there is none), in the
+  background when a fetch asks for it (:meth:`SharePartitionManager.ready`);
 - share sessions keyed by (group id, member id): epochs 0 (open, replacing any previous
   session of the member), incremental (must equal the session's epoch, then +1) and -1
   (close); at most ``group.share.max.share.sessions``; a session is tied to the connection
@@ -12,9 +13,9 @@ Owns (after Kafka's ``SharePartitionManager`` and ``ShareSessionCache``):
 
 The broker hands it a :class:`ShareServices`; it never imports ``broker/``.
 
-Differs from Apache Kafka: no delayed-share-fetch purgatory (the handler long-polls on the
-partitions' data waiters, which a share-partition also wakes when records become available
-again); a member's records are released when its connection's session ends (final epoch or a
+Differs from Apache Kafka: no delayed-share-fetch purgatory (the ShareFetch handler waits on
+the partitions' data waiters, which a share-partition also wakes when records become available
+again, and on its share-partitions' loads, which complete it synchronously); a member's records are released when its connection's session ends (final epoch or a
 closed connection), not yet when the group coordinator fences the member (``release_member``
 is there for it to call).
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from uuid import UUID
@@ -104,6 +105,8 @@ class SharePartitionManager:
         self.persister = persister
         self.entries: dict[SharePartitionKey, _Entry] = {}
         self.loading: dict[SharePartitionKey, asyncio.Future] = {}
+        self.load_errors: dict[SharePartitionKey, KafkaError] = {}
+        self.load_listeners: dict[SharePartitionKey, list[Callable[[], None]]] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.tasks: set[asyncio.Task] = set()
 
@@ -222,6 +225,58 @@ class SharePartitionManager:
             del self.loading[key]
             fut.set_result(None)
 
+    def ready(self, group_id: str, topic: str, topic_id: UUID, partition: int, plog: ShareLog,
+              leader_epoch: int = -1) -> SharePartition | None:
+        """The share-partition if its state is loaded; else None, loading it in the background.
+
+        As Kafka's SharePartitionManager, a fetch does not wait for every share-partition to
+        initialize: one still loading is not acquirable (Kafka's INITIALIZING), and its load
+        wakes the partition's waiting fetches, which answer with whatever is acquirable then.
+        A failed load raises its error here once, for the fetch that wanted the partition.
+        """
+        key = (group_id, topic_id, partition)
+        entry = self.entries.get(key)
+        if entry is not None and entry.share_partition.topic == topic:
+            return entry.share_partition
+        error = self.load_errors.pop(key, None)
+        if error is not None:
+            raise error
+        if key not in self.loading:
+            self._spawn(self._load_in_background(key, topic, plog, leader_epoch))
+        return None
+
+    async def _load_in_background(self, key: SharePartitionKey, topic: str, plog: ShareLog,
+                                  leader_epoch: int) -> None:
+        try:
+            await self.share_partition(key[0], topic, key[1], key[2], plog, leader_epoch)
+        except KafkaError as exc:
+            self.load_errors[key] = exc
+        except Exception:
+            log.exception("share_partition_load_failed", group=key[0], topic=topic, partition=key[2])
+            self.load_errors[key] = KafkaError(ErrorCode.unknown_server_error, None)
+        for listener in self.load_listeners.pop(key, []):
+            try:
+                listener()
+            except Exception:
+                log.exception("share_fetch_completion_failed", group=key[0], topic=topic, partition=key[2])
+        self.s.wake(topic, key[2])
+
+    def add_load_listener(self, key: SharePartitionKey, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (synchronously) when ``key``'s background load ends."""
+        self.load_listeners.setdefault(key, []).append(listener)
+
+    def remove_load_listener(self, key: SharePartitionKey, listener: Callable[[], None]) -> None:
+        listeners = self.load_listeners.get(key, [])
+        if listener in listeners:
+            listeners.remove(listener)
+        if not listeners:
+            self.load_listeners.pop(key, None)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
     def forget_partition(self, topic: str, partition: int | None = None) -> None:
         """Leadership moved away (the next leader reloads the persisted state), or the topic
         was deleted (``partition`` None: all of its partitions)."""
@@ -273,9 +328,7 @@ class SharePartitionManager:
     def _changed(self, key: SharePartitionKey, entry: _Entry) -> None:
         """A change not awaited by a request: wake fetches, persist in the background."""
         self.s.wake(entry.share_partition.topic, entry.share_partition.partition)
-        task = asyncio.get_running_loop().create_task(self._persist_quietly(key, entry))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        self._spawn(self._persist_quietly(key, entry))
 
     async def _persist_quietly(self, key: SharePartitionKey, entry: _Entry) -> None:
         try:

@@ -159,6 +159,31 @@ def test_records_acquired_by_one_member_are_not_given_to_another(broker, share_t
     b.close()
 
 
+def test_a_fetch_answers_the_first_share_partition_loaded_without_waiting_for_the_others(broker):
+    """Kafka's DelayedShareFetch completes when the first of its share-partitions finishes
+    initializing, with what is acquirable then: two fresh partitions are answered one per fetch
+    (librdkafka's 0179 relies on it)."""
+    name, topic_id = _create_topic(broker.bootstrap, partitions=2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with RawClient(broker.bootstrap) as c:
+        altered = c.call(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+            "validate_only": False})
+        assert altered.responses[0].error_code == 0
+    for partition in (0, 1):
+        _produce(broker.bootstrap, name, [b"r%d" % i for i in range(5)], partition=partition)
+    m = Member(broker.bootstrap, group, topic_id, partitions=(0, 1))
+    answered = []
+    for _ in range(2):
+        resp = m.fetch(max_wait_ms=5000)
+        assert resp.error_code == 0
+        answered.append({p.partition_index: sum(r.last_offset - r.first_offset + 1 for r in p.acquired_records)
+                         for p in resp.responses[0].partitions if p.acquired_records})
+    assert [list(a.values()) for a in answered] == [[5], [5]]
+    assert set(answered[0]) | set(answered[1]) == {0, 1}
+    m.close()
+
+
 def test_share_session_epochs(broker, share_topic):
     _, topic_id = share_topic
     m = Member(broker.bootstrap, "g-epochs", topic_id)

@@ -138,8 +138,8 @@ class _PendingShareFetch:
                     raise KafkaError(ErrorCode.topic_authorization_failed, None)
                 name, part = sr.leader_partition(services, topic_id, index)
                 sp = manager.ready(self.session.group_id, name, topic_id, index, part.log, part.leader_epoch)
-                got = sp and manager.acquire(self.session.group_id, self.session.member_id, sp, part.log,
-                                             self.budget["records"], self.budget["bytes"])
+                got = sp and manager.acquire((self.session.group_id, topic_id, index), self.session.member_id,
+                                             part.log, self.budget["records"], self.budget["bytes"])
             except KafkaError as exc:
                 errors += 1
                 _merge(self.results, services, topic_id, index, error=exc)

@@ -5,19 +5,22 @@ Owns (after Kafka's ``SharePartitionManager`` and ``ShareSessionCache``):
   use from the persisted state (or ``share.auto.offset.reset`` when there is none), in the
   background when a fetch asks for it (:meth:`SharePartitionManager.ready`);
 - share sessions keyed by (group id, member id): epochs 0 (open, replacing any previous
-  session of the member), incremental (must equal the session's epoch, then +1) and -1
-  (close); at most ``group.share.max.share.sessions``; a session is tied to the connection
-  that opened it, and that connection closing ends it and releases its member's records;
-- acquisition-lock timers (one per acquisition) and persisting each share-partition's state
-  after its acknowledgements, releases and lock expiries (writes coalesced per partition).
+  session of the member, whose records stay acquired), incremental (must equal the session's
+  epoch, then +1) and -1 (close); at most ``group.share.max.share.sessions``; a session is
+  tied to the connection that opened it, and that connection closing ends it and releases
+  its member's records;
+- one acquisition-lock timer per share-partition (its earliest lock deadline, renewals
+  included) and persisting each share-partition's state after its acknowledgements, releases
+  and lock expiries (writes coalesced per partition).
 
 The broker hands it a :class:`ShareServices`; it never imports ``broker/``.
 
 Differs from Apache Kafka: no delayed-share-fetch purgatory (the ShareFetch handler waits on
 the partitions' data waiters, which a share-partition also wakes when records become available
-again, and on its share-partitions' loads, which complete it synchronously); a member's records are released when its connection's session ends (final epoch or a
-closed connection), not yet when the group coordinator fences the member (``release_member``
-is there for it to call).
+again, and on its share-partitions' loads, which complete it synchronously); a member's
+records are released when its connection's session ends (final epoch or a closed
+connection), not yet when the group coordinator fences the member (``release_member`` is
+there for it to call).
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ class _Entry:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     changes: int = 0
     persisted: int = 0
+    expiry: asyncio.TimerHandle | None = None
+    expiry_at_ms: int = 0
 
 
 class SharePartitionManager:
@@ -144,7 +149,9 @@ class SharePartitionManager:
             if acknowledging:
                 raise KafkaError(ErrorCode.invalid_request, "Acknowledge data present on initial epoch")
             if session is not None:
-                self._drop_session(session)
+                # Kafka's ShareSessionCache.remove: the old session goes, its member's records
+                # stay acquired (acknowledgeable in the new session) until their locks expire.
+                del self.sessions[key]
             if len(self.sessions) >= self.s.config("group.share.max.share.sessions"):
                 raise KafkaError(ErrorCode.share_session_limit_reached,
                                  "The limit of share sessions on this broker has been reached")
@@ -282,14 +289,23 @@ class SharePartitionManager:
         was deleted (``partition`` None: all of its partitions)."""
         for key in [k for k, e in self.entries.items() if e.share_partition.topic == topic
                     and partition in (None, e.share_partition.partition)]:
-            del self.entries[key]
+            self._evict(key)
 
-    def acquire(self, group_id: str, member_id: str, sp: SharePartition, plog: ShareLog,
+    def _evict(self, key: SharePartitionKey) -> None:
+        """Drop the loaded state (the next fetch reloads the persisted one) and its timer."""
+        entry = self.entries.pop(key, None)
+        if entry is not None and entry.expiry is not None:
+            entry.expiry.cancel()
+
+    def acquire(self, key: SharePartitionKey, member_id: str, plog: ShareLog,
                 max_records: int, max_bytes: int) -> Acquisition:
-        config = self.share_config(group_id)
-        acquisition = sp.acquire(plog, member_id, config, self.s.now_ms(), max_records, max_bytes)
+        """Acquire from a loaded share-partition (:meth:`ready`) and arm its lock timer."""
+        entry = self.entries[key]
+        config = self.share_config(key[0])
+        acquisition = entry.share_partition.acquire(plog, member_id, config, self.s.now_ms(), max_records,
+                                                    max_bytes)
         if acquisition.ranges:
-            self._schedule_expiry(group_id, sp, config.record_lock_duration_ms)
+            self._arm_expiry(key, entry)
         return acquisition
 
     async def acknowledge(self, group_id: str, member_id: str, topic_id: UUID, partition: int,
@@ -297,15 +313,13 @@ class SharePartitionManager:
         """Apply and persist acknowledgements: 0 or the partition's acknowledge error."""
         key = (group_id, topic_id, partition)
         entry = self.entries.get(key)
-        if entry is None:
-            return ErrorCode.invalid_record_state
+        if entry is None:   # not loaded here (Kafka: not in the share-partition cache)
+            return ErrorCode.unknown_topic_or_partition
         config = self.share_config(group_id)
         error = entry.share_partition.acknowledge(member_id, batches, config, self.s.now_ms())
         if error:
             return error
-        renewed = entry.share_partition.next_lock_deadline_ms()
-        if renewed is not None:
-            self._schedule_expiry(group_id, entry.share_partition, max(0, renewed - self.s.now_ms()))
+        self._arm_expiry(key, entry)    # a RENEW moved a deadline
         self.s.wake(entry.share_partition.topic, partition)
         try:
             await self._persist(key, entry)
@@ -315,15 +329,28 @@ class SharePartitionManager:
 
     # --- lock expiry and persistence ----------------------------------------------------------
 
-    def _schedule_expiry(self, group_id: str, sp: SharePartition, delay_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-        loop.call_later(delay_ms / 1000 + 0.005, self._expire, group_id, sp)
+    def _arm_expiry(self, key: SharePartitionKey, entry: _Entry) -> None:
+        """One timer per share-partition, at its earliest acquisition-lock deadline; when it
+        fires it expires what is due and re-arms for the next deadline (renewed locks too)."""
+        deadline = entry.share_partition.next_lock_deadline_ms()
+        if entry.expiry is not None:
+            if deadline is not None and entry.expiry_at_ms <= deadline:
+                return                      # fires first, then re-arms for ``deadline``
+            entry.expiry.cancel()
+            entry.expiry = None
+        if deadline is None:
+            return
+        delay_s = max(0, deadline - self.s.now_ms()) / 1000 + 0.005
+        entry.expiry = asyncio.get_running_loop().call_later(delay_s, self._expire, key, entry)
+        entry.expiry_at_ms = deadline
 
-    def _expire(self, group_id: str, sp: SharePartition) -> None:
-        for key, entry in self.entries.items():
-            if entry.share_partition is sp and sp.expire_locks(self.s.now_ms(), self.share_config(group_id)):
-                self._changed(key, entry)
-                return
+    def _expire(self, key: SharePartitionKey, entry: _Entry) -> None:
+        entry.expiry = None
+        if self.entries.get(key) is not entry:   # forgotten meanwhile (leadership, deletion)
+            return
+        if entry.share_partition.expire_locks(self.s.now_ms(), self.share_config(key[0])):
+            self._changed(key, entry)
+        self._arm_expiry(key, entry)
 
     def _changed(self, key: SharePartitionKey, entry: _Entry) -> None:
         """A change not awaited by a request: wake fetches, persist in the background."""
@@ -356,13 +383,12 @@ class SharePartitionManager:
 
     async def reset_start_offset(self, group_id: str, topic_id: UUID, partition: int, offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts again at ``offset``."""
-        key = (group_id, topic_id, partition)
-        self.entries.pop(key, None)
+        self._evict((group_id, topic_id, partition))
         await self.persister.write_state(group_id, topic_id, partition, PersistedState(offset, 0, -1))
 
     async def delete_partitions_state(self, group_id: str, partitions: list[tuple[UUID, int]]) -> None:
         for topic_id, partition in partitions:
-            self.entries.pop((group_id, topic_id, partition), None)
+            self._evict((group_id, topic_id, partition))
         await self.persister.delete_state(group_id, partitions)
 
     async def delete_group_state(self, group_id: str) -> None:

@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from protocol.errors import ErrorCode
 from tests.support.raw import RawClient
 
-ACCEPT, RELEASE, REJECT = 1, 2, 3
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 
 
 def _create_topic(bootstrap: str, partitions: int = 1) -> tuple[str, uuid.UUID]:
@@ -184,6 +184,20 @@ def test_a_fetch_answers_the_first_share_partition_loaded_without_waiting_for_th
     m.close()
 
 
+def test_a_reopened_session_keeps_the_members_acquired_records(broker, share_topic):
+    """Kafka's ShareSessionCache.remove on epoch 0: the old session goes, the member's records
+    stay acquired by it and are acknowledged in the new session."""
+    name, topic_id = share_topic
+    m = _member(broker, topic_id)
+    _produce(broker.bootstrap, name, [b"a"])
+    assert m.poll(1) == [(0, 0, 1)]
+    m.epoch = 0
+    reopened = m.fetch(max_wait_ms=100)
+    assert reopened.error_code == 0 and not reopened.responses[0].partitions[0].acquired_records
+    assert m.acknowledge({0: [(0, 0, [ACCEPT])]}).responses[0].partitions[0].error_code == 0
+    m.close()
+
+
 def test_share_session_epochs(broker, share_topic):
     _, topic_id = share_topic
     m = Member(broker.bootstrap, "g-epochs", topic_id)
@@ -217,6 +231,22 @@ def test_lock_expiry_makes_records_available_and_delivery_limit_archives(own_bro
     # The second lock expires too: at the delivery-count limit the record is archived.
     assert m.poll(1, timeout=3.0) == []
     m.close()
+
+
+def test_a_renewed_lock_expires_at_its_new_deadline(own_broker):
+    b = own_broker(**{"group.share.record.lock.duration.ms": "1000",
+                      "group.share.min.record.lock.duration.ms": "1000"})
+    name, topic_id = _create_topic(b.bootstrap)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    a = _member(b, topic_id, group)
+    _produce(b.bootstrap, name, [b"kept", b"renewed"])
+    assert a.poll(2) == [(0, 0, 1), (0, 1, 1)]
+    assert a.acknowledge({0: [(1, 1, [RENEW])]}).responses[0].partitions[0].error_code == 0
+    time.sleep(2.5)  # past both deadlines: offset 0's original one and offset 1's renewed one
+    other = Member(b.bootstrap, group, topic_id)
+    assert other.poll(2, timeout=0.5) == [(0, 0, 2), (0, 1, 2)]
+    a.close()
+    other.close()
 
 
 def test_share_partition_state_survives_a_restart(own_broker):

@@ -339,19 +339,24 @@ class SharePartition:
         """Apply a member's acknowledgements, all or nothing: 0, or INVALID_REQUEST (malformed
         batches) / INVALID_RECORD_STATE (a record not acquired by ``member_id``)."""
         batches = list(batches)
-        changes: list[tuple[int, AcknowledgeType]] = []
+        changes: dict[int, AcknowledgeType] = {}
+        prev_end = -1
         for batch in batches:
-            error = self._validate_ack(batch)
+            # Kafka's validateAcknowledgementBatches: batches in order, each well formed.
+            error = self._validate_ack(batch) or (ErrorCode.invalid_request if batch.first_offset < prev_end else 0)
             if error:
                 return error
+            prev_end = batch.last_offset
             for offset, ack in _ack_types(batch):
                 rec = self.records.get(offset)
                 if ack is AcknowledgeType.GAP and (rec is None or offset < self.start_offset):
                     continue
-                if (rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id):
+                # A record acknowledged twice in one request is no longer ACQUIRED the second time.
+                if (rec is None or rec.state is not RecordState.ACQUIRED or rec.member_id != member_id
+                        or offset in changes):
                     return ErrorCode.invalid_record_state
-                changes.append((offset, ack))
-        for offset, ack in changes:
+                changes[offset] = ack
+        for offset, ack in changes.items():
             self._apply_ack(self.records[offset], ack, config, now_ms)
         self._advance_start_offset()
         return 0

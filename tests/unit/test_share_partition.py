@@ -126,6 +126,19 @@ def test_acknowledgements_are_all_or_nothing_and_only_by_the_owner():
     assert sp.acknowledge("m1", [AckBatch(0, 1, (A, A, A))], CONFIG, 0) == ErrorCode.invalid_request
 
 
+def test_overlapping_or_out_of_order_batches_change_nothing():
+    log, sp = FakeLog(), _sp()
+    log.append(5)
+    sp.acquire(log, "m", CONFIG, 0, 500, 1 << 20)
+    # Kafka's validateAcknowledgementBatches: a batch starting before the previous one ends.
+    assert sp.acknowledge("m", [AckBatch(3, 4, (A,)), AckBatch(0, 2, (A,))], CONFIG, 0) == \
+        ErrorCode.invalid_request
+    # Offset 2 twice: no longer ACQUIRED the second time; the first batch is not applied either.
+    assert sp.acknowledge("m", [AckBatch(0, 2, (A,)), AckBatch(2, 4, (J,))], CONFIG, 0) == \
+        ErrorCode.invalid_record_state
+    assert all(sp.records[o].state is RecordState.ACQUIRED for o in range(5))
+
+
 def test_release_redelivers_with_the_delivery_count_and_the_limit_archives():
     log, sp = FakeLog(), _sp()
     log.append(1)

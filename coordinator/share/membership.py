@@ -279,7 +279,8 @@ class ShareGroupCoordinator:
     @staticmethod
     def _member_or_maybe_subscribe(group: ShareGroup, member_id: str, member_epoch: int,
                                    create: bool) -> ShareGroupMember:
-        """Kafka's ``getOrMaybeSubscribeShareGroupMember`` + ``throwIfShareGroupMemberEpochIsInvalid``."""
+        """Kafka's ``getOrMaybeSubscribeShareGroupMember`` + ``throwIfShareGroupMemberEpochIsInvalid``
+        (epoch 0, a rejoin, is not checked)."""
         member = group.members.get(member_id)
         if member is None:
             if not create:
@@ -287,6 +288,8 @@ class ShareGroupCoordinator:
                                       f"Member {member_id} is not a member of group {group.group_id}.")
             log.info("share_group_member_joining", group=group.group_id, member_id=member_id)
             return ShareGroupMember(member_id)
+        if member_epoch == 0:   # a rejoin with the same member id (KIP-1082) is not fenced
+            return member
         if member_epoch > member.member_epoch:
             raise ShareGroupError(
                 ErrorCode.fenced_member_epoch,

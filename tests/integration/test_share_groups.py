@@ -101,6 +101,24 @@ def test_heartbeat_of_a_classic_group_id_and_bad_requests(broker, topic_name, gr
                                                        f"Share group other-{group_id} not found.")
 
 
+def test_a_member_rejoining_with_epoch_0_and_its_member_id_is_not_fenced(broker, topic_name, group_id):
+    """KIP-1082: a share consumer keeps its member id and rejoins with epoch 0 (e.g. after
+    FENCED_MEMBER_EPOCH); Kafka's throwIfShareGroupMemberEpochIsInvalid does not check epoch 0."""
+    create_topic(broker.bootstrap, topic_name)
+    member = str(uuid.uuid4())
+    with RawClient(broker.bootstrap) as c:
+        joined = heartbeat(c, group_id, member, 0, [topic_name])
+        assert joined.error_code == 0 and joined.member_epoch > 0
+        assert heartbeat(c, group_id, str(uuid.uuid4()), 0, [topic_name]).error_code == 0  # bumps the group
+        moved = heartbeat(c, group_id, member, joined.member_epoch, None)
+        assert moved.error_code == 0 and moved.member_epoch > joined.member_epoch  # previous epoch is not 0
+        again = heartbeat(c, group_id, member, 0, [topic_name])
+        assert (again.error_code, again.member_id) == (0, member)
+        assert again.member_epoch >= moved.member_epoch
+        assert heartbeat(c, group_id, member, again.member_epoch + 5, None).error_code == \
+            ErrorCode.fenced_member_epoch
+
+
 def test_members_leave_then_the_empty_group_is_deleted(broker, topic_name, group_id):
     create_topic(broker.bootstrap, topic_name, partitions=2)
     a, b = str(uuid.uuid4()), str(uuid.uuid4())

@@ -153,6 +153,9 @@ class BrokerShareAdminView:
             return None
         return len(share.groups[group_id].members)
 
+    def is_other_group_type(self, group_id: str) -> bool:
+        return self.broker.group_coordinator.owns_classic_group(group_id)
+
     def topic_id(self, name: str) -> uuid.UUID | None:
         state = self.broker.metadata.topics.get(name)
         return None if state is None else state.uuid

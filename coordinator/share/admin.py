@@ -36,6 +36,9 @@ class ShareGroups(Protocol):
     def member_count(self, group_id: str) -> int | None:
         """Members of the share group, None when there is no such share group."""
 
+    def is_other_group_type(self, group_id: str) -> bool:
+        """Whether ``group_id`` is a classic or consumer group."""
+
 
 class TopicView(Protocol):
     def topic_id(self, name: str) -> UUID | None: ...
@@ -161,6 +164,8 @@ class ShareGroupOffsets:
         error = self.groups.coordinator_error(group_id)
         if error:
             return error, None
+        if self.groups.is_other_group_type(group_id):   # Kafka's getOrMaybeCreateShareGroup
+            return ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
         members = self.groups.member_count(group_id)
         if members is None and not missing_ok:
             return ErrorCode.group_id_not_found, f"Group {group_id} not found."

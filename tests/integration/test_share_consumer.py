@@ -131,3 +131,18 @@ def test_share_group_offsets_of_an_empty_group_are_deleted(broker, topic):
     again = _consumer(broker.bootstrap, group, topic)  # starts over from earliest
     assert len(_poll(again, 2, ack=AcknowledgeType.ACCEPT)) == 2
     again.close()
+
+
+def test_share_group_offsets_of_a_classic_group_are_refused(broker, topic):
+    group = f"classic-{uuid.uuid4().hex[:8]}"
+    with RawClient(broker.bootstrap) as c:
+        c.call(8, 8, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                      "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                          {"partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+                           "committed_metadata": ""}]}]})
+        altered = c.call(91, 0, {"group_id": group, "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]})
+        deleted = c.call(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})
+    for answer in (altered, deleted):
+        assert (answer.error_code, answer.error_message) == (ErrorCode.group_id_not_found,
+                                                             f"Group {group} is not a share group.")

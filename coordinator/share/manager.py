@@ -189,6 +189,23 @@ class SharePartitionManager:
         if self.sessions.get((session.group_id, session.member_id)) is session:
             del self.sessions[(session.group_id, session.member_id)]
         self.release_member(session.group_id, session.member_id)
+        if not self._has_sessions(session.group_id):
+            self._spawn(self._evict_group_when_written(session.group_id))
+
+    def _has_sessions(self, group_id: str) -> bool:
+        return any(key[0] == group_id for key in self.sessions)
+
+    async def _evict_group_when_written(self, group_id: str) -> None:
+        """Kafka's ``onGroupEmpty``: with no session of the group left on this broker, its
+        share-partitions leave the cache once their last change is written, and the next fetch
+        reloads them from the share coordinator, so an offsets reset or delete written there
+        meanwhile (by the group's coordinator, maybe another broker) takes effect."""
+        for key, entry in [(k, e) for k, e in self.entries.items() if k[0] == group_id]:
+            async with entry.write_lock:    # a write in flight lands first
+                pass
+            if (self.entries.get(key) is entry and entry.persisted >= entry.changes
+                    and not self._has_sessions(group_id)):
+                self._evict(key)
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member's acquired records become available to the group's other members."""

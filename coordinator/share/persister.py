@@ -16,8 +16,10 @@ Differs from Apache Kafka's share coordinator (``ShareCoordinatorShard``):
   so nothing to compact into snapshots on a schedule;
 - records are JSON (key ``{"g", "t", "p"}``, value the state), not Kafka's ShareSnapshotKey /
   ShareSnapshotValue schemas, so the topic cannot be read by Kafka's tools;
-- leader epochs are not fenced (a write from a deposed share-partition leader is accepted):
-  the partition leader is the only writer while it leads;
+- state epochs do not fence writers (Kafka's InitializeShareGroupState bumps them): the
+  share-partition leader writes while the group fetches there, the group's coordinator
+  (offsets reset / delete, empty groups only) once the leader has dropped its cached state
+  with the group's last session on it, and a write from a deposed leader is accepted;
 - no InitializeShareGroupState / ReadShareGroupStateSummary: a share-partition is initialized
   by its leader on first fetch, and summaries are read with ReadShareGroupState;
 - listing a group's share-partitions (DeleteGroups, DescribeShareGroupOffsets without topics)

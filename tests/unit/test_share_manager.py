@@ -1,0 +1,80 @@
+"""SharePartitionManager against an in-memory share coordinator: what stays cached and when."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from coordinator.share.manager import SharePartitionManager
+from coordinator.share.partition import AckBatch, PersistedState
+from tests.unit.test_share_partition import FakeLog
+
+TOPIC_ID = uuid.uuid4()
+CONFIGS = {"share.record.lock.duration.ms": 30_000, "share.delivery.count.limit": 5,
+           "share.partition.max.record.locks": 2000, "group.share.max.share.sessions": 100}
+
+
+class MemoryPersister:
+    def __init__(self) -> None:
+        self.states: dict[tuple, PersistedState] = {}
+
+    async def read_state(self, group_id, topic_id, partition):
+        return self.states.get((group_id, topic_id, partition))
+
+    async def write_state(self, group_id, topic_id, partition, state):
+        await asyncio.sleep(0)
+        self.states[(group_id, topic_id, partition)] = state
+
+    async def delete_state(self, group_id, partitions):
+        for topic_id, partition in partitions:
+            self.states.pop((group_id, topic_id, partition), None)
+
+    async def group_partitions(self, group_id):
+        return [(k[1], k[2]) for k in self.states if k[0] == group_id]
+
+
+class Services:
+    def config(self, key):
+        return CONFIGS.get(key, CONFIGS.get(key.removeprefix("group.")))
+
+    def group_config(self, group_id):
+        return {"share.auto.offset.reset": "earliest"}
+
+    def wake(self, topic, partition):
+        pass
+
+    def now_ms(self):
+        return 0
+
+
+async def _settle(manager: SharePartitionManager) -> None:
+    while manager.tasks:
+        await asyncio.gather(*manager.tasks)
+
+
+def test_a_groups_share_partitions_leave_the_cache_when_its_last_session_here_ends():
+    async def scenario():
+        persister = MemoryPersister()
+        manager = SharePartitionManager(Services(), persister)
+        log = FakeLog()
+        log.append(3)
+        key = ("g", TOPIC_ID, 0)
+        session = manager.open_session("g", "m1", 0, object(), acknowledging=False)
+        other = manager.open_session("g", "m2", 0, object(), acknowledging=False)
+        await manager.share_partition("g", "t", TOPIC_ID, 0, log)
+        assert manager.acquire(key, "m1", log, 500, 1 << 20).count == 3
+        assert await manager.acknowledge("g", "m1", TOPIC_ID, 0, [AckBatch(0, 0, (1,))]) == 0
+        manager.close_session(session)
+        await _settle(manager)
+        assert key in manager.entries            # m2's session still uses the group here
+        manager.close_session(other)
+        await _settle(manager)
+        assert key not in manager.entries        # Kafka's onGroupEmpty
+        state = persister.states[key]            # m1's released records were written first
+        assert state.start_offset == 1 and all(b.state.name == "AVAILABLE" for b in state.batches)
+        # An offsets reset written to the share coordinator now takes effect on the next load.
+        persister.states[key] = PersistedState(0, 0, -1)
+        reloaded = await manager.share_partition("g", "t", TOPIC_ID, 0, log)
+        assert reloaded.start_offset == 0
+
+    asyncio.run(scenario())

@@ -9,8 +9,9 @@ Behavior:
 - Each partition's batches are applied all or nothing by its share-partition: ACCEPT
   acknowledges, RELEASE makes the records available again (archived at the delivery-count
   limit), REJECT and GAP archive, RENEW extends the acquisition lock. A record not acquired
-  by the member is INVALID_RECORD_STATE; malformed batches INVALID_REQUEST; an unknown topic
-  id UNKNOWN_TOPIC_ID; a partition not led here NOT_LEADER_OR_FOLLOWER with the current
+  by the member (or acknowledged twice) is INVALID_RECORD_STATE; malformed or out-of-order
+  batches INVALID_REQUEST; a share-partition not loaded here (never fetched on this broker)
+  UNKNOWN_TOPIC_OR_PARTITION; an unknown topic id UNKNOWN_TOPIC_ID; a partition not led here NOT_LEADER_OR_FOLLOWER with the current
   leader and ``node_endpoints`` (KIP-951). The answer comes once the new state is persisted.
 - With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED) and on each topic
   (else TOPIC_AUTHORIZATION_FAILED for its partitions).

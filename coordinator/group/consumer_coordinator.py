@@ -601,7 +601,10 @@ class ConsumerGroupCoordinator:
                                *, transactional: bool, api_version: int, instance_id: str | None = None) -> int:
         """Kafka's ``ConsumerGroup.validateOffsetCommit``: 0 or the error code. Any epoch but
         the member's is STALE_MEMBER_EPOCH (Kafka 4.3 accepts an older epoch for partitions
-        the member has held since then, KIP-1251; not kept here)."""
+        the member has held since then, KIP-1251; not kept here), and ILLEGAL_GENERATION for a
+        TxnOffsetCommit: ``OffsetMetadataManager.validateTransactionalOffsetCommit`` catches the
+        StaleMemberEpochException, as that API has no STALE_MEMBER_EPOCH (the producer aborts the
+        transaction with a CommitFailedException; STALE_MEMBER_EPOCH would be fatal to it)."""
         if member_epoch < 0 and not group.members:
             return 0
         if transactional and member_epoch == -1 and not member_id and instance_id is None:
@@ -612,7 +615,7 @@ class ConsumerGroupCoordinator:
         if not transactional and api_version < 9:
             return ErrorCode.unsupported_version
         if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
+            return ErrorCode.illegal_generation if transactional else ErrorCode.stale_member_epoch
         return 0
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:

@@ -507,18 +507,26 @@ class ConsumerGroupCoordinator:
         self._locks.pop(group_id, None)
 
     def _on_session_timeout(self, group_id: str, member_id: str) -> None:
-        self._session_timers.pop((group_id, member_id), None)
-        self.c._spawn(self._expire(group_id, member_id, None, "the member session expired"))
+        fired = self._session_timers.get((group_id, member_id))  # rescheduling cancels the handle it replaces
+        self.c._spawn(self._expire(self._session_timers, fired, group_id, member_id, None,
+                                   "the member session expired"))
 
     def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
-        self._rebalance_timers.pop((group_id, member_id), None)
-        self.c._spawn(self._expire(group_id, member_id, epoch,
+        fired = self._rebalance_timers.get((group_id, member_id))
+        self.c._spawn(self._expire(self._rebalance_timers, fired, group_id, member_id, epoch,
                                    "the member failed to revoke its partitions within the rebalance timeout"))
 
-    async def _expire(self, group_id: str, member_id: str, epoch: int | None, reason: str) -> None:
+    async def _expire(self, timers: dict, fired: asyncio.TimerHandle | None, group_id: str, member_id: str,
+                      epoch: int | None, reason: str) -> None:
         """Kafka's session / rebalance timeout operations: fence the member if it is still there
-        (for a rebalance timeout: still revoking at ``epoch``)."""
+        (for a rebalance timeout: still revoking at ``epoch``). The timer that fired stays
+        registered until then; if a heartbeat rescheduled it (or a leave cancelled it) meanwhile,
+        nothing happens, as in Kafka's timer write event (``tasks.remove(key, task)``)."""
+        key = (group_id, member_id)
         async with self._lock(group_id):
+            if fired is None or timers.get(key) is not fired:
+                return
+            del timers[key]
             holder = self.c.groups.get(group_id)
             group = None if holder is None else holder.consumer
             member = None if group is None else group.members.get(member_id)

@@ -5,17 +5,22 @@ while heartbeats and timers race, and the epoch checks of transactional offset c
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from coordinator.group.consumer_coordinator import HeartbeatRequest
 from coordinator.group.state import OffsetAndMetadata
 from protocol.errors import ErrorCode as E
-from tests.unit.test_group_coordinator import Harness
+from tests.unit.test_group_coordinator import Harness, _gate_appends
+
+SESSION_MS = 1000
 
 
 @pytest.fixture
 async def harness(tmp_path):
-    h = await Harness(str(tmp_path / "data"), **{"group.consumer.min.session.timeout.ms": "50"}).start()
+    h = await Harness(str(tmp_path / "data"), **{"group.consumer.min.session.timeout.ms": "50",
+                                                 "group.consumer.session.timeout.ms": str(SESSION_MS)}).start()
     yield h
     await h.stop()
 
@@ -36,6 +41,19 @@ async def _join(h: Harness, group: str = "g", member_id: str = "m1") -> int:
     return resp["member_epoch"]
 
 
+async def _until(condition, timeout_s: float = SESSION_MS / 1000) -> None:
+    for _ in range(int(timeout_s * 100)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+def _members(h: Harness, group: str = "g") -> set[str]:
+    holder = h.coordinator.groups.get(group)
+    return set() if holder is None or holder.consumer is None else set(holder.consumer.members)
+
+
 async def test_txn_offset_commit_with_a_stale_member_epoch_is_illegal_generation(harness):
     """Kafka's validateTransactionalOffsetCommit turns StaleMemberEpochException into
     ILLEGAL_GENERATION, which the producer aborts on (STALE_MEMBER_EPOCH would be fatal)."""
@@ -53,3 +71,24 @@ async def test_txn_offset_commit_with_a_stale_member_epoch_is_illegal_generation
     assert await txn_commit("m1", epoch - 1) == E.illegal_generation
     assert await txn_commit("nobody", epoch) == E.unknown_member_id
     assert await txn_commit("m1", epoch) == 0
+
+
+async def test_a_heartbeat_handled_after_the_session_timer_fired_keeps_the_member(harness):
+    """The session timer of m1 fires while a heartbeat of m1 waits for the group (another
+    member's append is in flight); the heartbeat reschedules the timer, so the expiry that
+    runs after it must not fence m1 (Kafka's timer write event checks its task is current)."""
+    h = harness
+    h.create_topic("t", 2)
+    epoch = await _join(h, member_id="m1")
+    gate = _gate_appends(h)
+    joining = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m2", 0)))
+    await asyncio.sleep(0.01)  # m2's join holds the group, its append held
+    beat = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m1", epoch, topics=None)))
+    await asyncio.sleep(SESSION_MS / 1000 + 0.1)  # m1's session timer fired meanwhile
+    gate.set()
+    assert (await joining)["error_code"] == 0
+    assert (await beat)["error_code"] == 0
+    # The expiries run in the order the timers fired, m1's then m2's (which fences m2: nothing
+    # rescheduled its timer); m1's new timer fires a session later.
+    await _until(lambda: "m2" not in _members(h))
+    assert _members(h) == {"m1"}

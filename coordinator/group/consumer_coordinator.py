@@ -10,8 +10,13 @@ towards it (:func:`.consumer_group.reconcile`), session and rebalance timeouts, 
 membership, and the records that make all of it durable in ``__consumer_offsets``
 (:mod:`.consumer_records`). Every change is a list of records: they are applied to the group
 as they are produced (``ConsumerGroup.replay``, the same code that rebuilds a group at load),
-appended with acks=all, and the group is restored from a snapshot when the append fails, so
-what a client was told is always what the log holds. One heartbeat per group at a time (an
+appended with acks=all, and the group is restored from a snapshot when the append fails; a
+client is answered only once its records are in the log, so what it was told is what the log
+holds. While an append is in flight the group in memory is ahead of the log (a
+ConsumerGroupDescribe or an offset commit sees the change; Kafka reads at the last committed
+offset). Timers are not part of the snapshot: after a failed append every member of the
+restored group has its session timer (and rebalance timer while revoking) again, rescheduled
+in full if the change had cancelled it. One heartbeat or expiry per group at a time (an
 ``asyncio.Lock`` per group), like Kafka's single-threaded coordinator shard.
 
 A group id belongs to one group type: the consumer group lives on the coordinator's
@@ -210,7 +215,9 @@ class ConsumerGroupCoordinator:
         return lock
 
     def _restore(self, group_id: str, holder: GroupMetadata | None, snapshot: ConsumerGroup | None) -> None:
-        """Undo a change whose records were not written (Kafka reverts its timeline snapshot)."""
+        """Undo a change whose records were not written (Kafka reverts its timeline snapshot).
+        Timers are not in the snapshot: the members of the restored group get back the ones
+        the change cancelled (a leave, a fence, a replaced static member)."""
         current = self.c.groups.get(group_id)
         if current is None:
             return
@@ -219,6 +226,8 @@ class ConsumerGroupCoordinator:
         else:
             current.consumer = snapshot
             self._sync_holder(current)
+            if snapshot is not None:
+                self._arm_timers(snapshot)
 
     def _get_or_create(self, group_id: str, create: bool,
                        records: list[tuple[ConsumerGroupKey, Any]]) -> ConsumerGroup:
@@ -500,6 +509,17 @@ class ConsumerGroupCoordinator:
         self._cancel_timer(self._session_timers, (group_id, member_id))
         self._cancel_timer(self._rebalance_timers, (group_id, member_id))
 
+    def _arm_timers(self, group: ConsumerGroup) -> None:
+        """Every member has a session timer, and a rebalance timer while it revokes partitions;
+        the ones missing are scheduled afresh."""
+        for member in group.members.values():
+            key = (group.group_id, member.member_id)
+            if key not in self._session_timers:
+                self._schedule_session_timeout(group.group_id, member.member_id)
+            if member.state == MemberState.UNREVOKED_PARTITIONS and key not in self._rebalance_timers:
+                self._schedule_rebalance_timeout(group.group_id, member.member_id, member.member_epoch,
+                                                 member.rebalance_timeout_ms)
+
     def cancel_group_timers(self, group_id: str) -> None:
         for timers in (self._session_timers, self._rebalance_timers):
             for key in [k for k in timers if k[0] == group_id]:
@@ -543,9 +563,7 @@ class ConsumerGroupCoordinator:
             if error:
                 log.warning("consumer_member_fence_append_failed", group=group_id, member_id=member_id,
                             error=int(error))
-                self._restore(group_id, holder, snapshot)
-                if holder.consumer is not None and member_id in holder.consumer.members:
-                    self._schedule_session_timeout(group_id, member_id)  # try again later
+                self._restore(group_id, holder, snapshot)  # its timers again: try again later
 
     # --- the log ------------------------------------------------------------------------------------
 
@@ -595,11 +613,7 @@ class ConsumerGroupCoordinator:
         """A loaded group's members get their session timers (and rebalance timers) again."""
         group = holder.consumer
         self._sync_holder(holder)
-        for member in group.members.values():
-            self._schedule_session_timeout(group.group_id, member.member_id)
-            if member.state == MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group.group_id, member.member_id, member.member_epoch,
-                                                 member.rebalance_timeout_ms)
+        self._arm_timers(group)
         log.info("consumer_group_loaded", group=group.group_id, members=len(group.members),
                  epoch=group.group_epoch)
 

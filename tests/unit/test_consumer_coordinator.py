@@ -92,3 +92,52 @@ async def test_a_heartbeat_handled_after_the_session_timer_fired_keeps_the_membe
     # rescheduled its timer); m1's new timer fires a session later.
     await _until(lambda: "m2" not in _members(h))
     assert _members(h) == {"m1"}
+
+
+def _fail_appends(h: Harness) -> list[bool]:
+    """Fail every ``__consumer_offsets`` append (NOT_ENOUGH_REPLICAS) while ``failing[0]``."""
+    failing = [True]
+    real = h.coordinator.s.append_at
+
+    async def append_at(*args, **kwargs):
+        if failing[0]:
+            return E.not_enough_replicas, -1
+        return await real(*args, **kwargs)
+
+    h.coordinator.s.append_at = append_at
+    return failing
+
+
+async def test_a_member_whose_leave_was_not_written_still_expires(harness):
+    """The leave cancelled the member's timers; the failed append restores the member, and
+    with it its session timer: it is fenced a session later."""
+    h = harness
+    h.create_topic("t", 1)
+    await _join(h, member_id="m1")
+    failing = _fail_appends(h)
+    resp = await h.coordinator.consumer.heartbeat(_request("g", "m1", -1, topics=None))
+    assert resp["error_code"] != 0
+    assert _members(h) == {"m1"}
+    failing[0] = False
+    await _until(lambda: not _members(h), timeout_s=2 * SESSION_MS / 1000)
+
+
+async def test_a_failed_rebalance_expiry_keeps_the_rebalance_timer(harness):
+    """m1 must revoke a partition for m2 and does not within its rebalance timeout; the fence's
+    append fails: m1 is restored with its rebalance timer, and fenced at the next one (well
+    before its session times out)."""
+    h = harness
+    h.create_topic("t", 2)
+    resp = await h.coordinator.consumer.heartbeat(_request("g", "m1", 0, rebalance_timeout_ms=200))
+    epoch = resp["member_epoch"]
+    owned = {tp["topic_id"]: frozenset(tp["partitions"]) for tp in resp["assignment"]["topic_partitions"]}
+    assert sum(len(ps) for ps in owned.values()) == 2
+    await _join(h, member_id="m2")
+    resp = await h.coordinator.consumer.heartbeat(_request("g", "m1", epoch, topics=None, owned=owned,
+                                                            rebalance_timeout_ms=-1))
+    assert resp["error_code"] == 0 and resp["member_epoch"] == epoch  # revoking: still at its epoch
+    failing = _fail_appends(h)
+    await asyncio.sleep(0.3)  # the rebalance timeout fired and the fence was not written
+    assert "m1" in _members(h)
+    failing[0] = False
+    await _until(lambda: "m1" not in _members(h), timeout_s=0.6)

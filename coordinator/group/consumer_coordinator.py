@@ -17,7 +17,10 @@ ConsumerGroupDescribe or an offset commit sees the change; Kafka reads at the la
 offset). Timers are not part of the snapshot: after a failed append every member of the
 restored group has its session timer (and rebalance timer while revoking) again, rescheduled
 in full if the change had cancelled it. One heartbeat or expiry per group at a time (an
-``asyncio.Lock`` per group), like Kafka's single-threaded coordinator shard.
+``asyncio.Lock`` per group, kept while held or awaited), like Kafka's single-threaded
+coordinator shard; what does not take it (unloading, DeleteGroups, a classic JoinGroup
+converting an empty group) can replace the group during an append, so a failed append restores
+the group only if it is still the one it changed.
 
 A group id belongs to one group type: the consumer group lives on the coordinator's
 :class:`~coordinator.group.state.GroupMetadata` of that id (``group.consumer``), whose classic
@@ -38,11 +41,12 @@ against the member epoch only (not KIP-1251's per-partition assignment epochs).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,7 +125,7 @@ class ConsumerGroupCoordinator:
     def __init__(self, coordinator: GroupCoordinator) -> None:
         self.c = coordinator
         self.s = coordinator.s
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # group id: (lock, holder and waiters)
         self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalance_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
 
@@ -183,10 +187,11 @@ class ConsumerGroupCoordinator:
             self.validate(r)
         except HeartbeatError as exc:
             return error_response(exc.code, exc.message)
-        error = self.c._validate_group_status(r.group_id, allow_empty=False)
-        if error:
-            return error_response(error)
         async with self._lock(r.group_id):
+            # Checked once the group is ours: the partition may have been unloaded meanwhile.
+            error = self.c._validate_group_status(r.group_id, allow_empty=False)
+            if error:
+                return error_response(error)
             holder = self.c.groups.get(r.group_id)
             snapshot = None if holder is None or holder.consumer is None else copy.deepcopy(holder.consumer)
             records: list[tuple[ConsumerGroupKey, Any]] = []
@@ -196,30 +201,47 @@ class ConsumerGroupCoordinator:
                 else:
                     response, group = self._join_or_heartbeat(r, records)
             except HeartbeatError as exc:
-                self._restore(r.group_id, holder, snapshot)
+                self._restore(r.group_id, holder, snapshot, self._consumer_group(r.group_id))
                 return error_response(exc.code, exc.message)
             except FencedMemberEpoch as exc:
-                self._restore(r.group_id, holder, snapshot)
+                self._restore(r.group_id, holder, snapshot, self._consumer_group(r.group_id))
                 return error_response(ErrorCode.fenced_member_epoch, str(exc))
             error = await self._write(r.group_id, records)
             if error:
-                self._restore(r.group_id, holder, snapshot)
+                self._restore(r.group_id, holder, snapshot, group)
                 return error_response(error)
             self._after_write(group)
             return response
 
-    def _lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def _lock(self, group_id: str) -> AsyncIterator[None]:
+        """Hold the group's lock; its entry lives while someone holds or awaits it."""
+        lock, users = self._locks.get(group_id, (None, 0))
+        lock = lock or asyncio.Lock()
+        self._locks[group_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[group_id]
+            if users == 1:
+                del self._locks[group_id]
+            else:
+                self._locks[group_id] = (lock, users - 1)
 
-    def _restore(self, group_id: str, holder: GroupMetadata | None, snapshot: ConsumerGroup | None) -> None:
-        """Undo a change whose records were not written (Kafka reverts its timeline snapshot).
-        Timers are not in the snapshot: the members of the restored group get back the ones
-        the change cancelled (a leave, a fence, a replaced static member)."""
+    def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        holder = self.c.groups.get(group_id)
+        return None if holder is None else holder.consumer
+
+    def _restore(self, group_id: str, holder: GroupMetadata | None, snapshot: ConsumerGroup | None,
+                 changed: ConsumerGroup | None) -> None:
+        """Undo a change to ``changed`` whose records were not written (Kafka reverts its timeline
+        snapshot), unless the group was unloaded, reloaded, deleted or converted to a classic
+        group meanwhile (``changed`` is no longer the group's). Timers are not in the snapshot:
+        the members of the restored group get back the ones the change cancelled (a leave, a
+        fence, a replaced static member)."""
         current = self.c.groups.get(group_id)
-        if current is None:
+        if current is None or current.consumer is not changed:
             return
         if holder is None:
             del self.c.groups[group_id]  # created by the failed request
@@ -524,7 +546,6 @@ class ConsumerGroupCoordinator:
         for timers in (self._session_timers, self._rebalance_timers):
             for key in [k for k in timers if k[0] == group_id]:
                 self._cancel_timer(timers, key)
-        self._locks.pop(group_id, None)
 
     def _on_session_timeout(self, group_id: str, member_id: str) -> None:
         fired = self._session_timers.get((group_id, member_id))  # rescheduling cancels the handle it replaces
@@ -563,7 +584,7 @@ class ConsumerGroupCoordinator:
             if error:
                 log.warning("consumer_member_fence_append_failed", group=group_id, member_id=member_id,
                             error=int(error))
-                self._restore(group_id, holder, snapshot)  # its timers again: try again later
+                self._restore(group_id, holder, snapshot, group)  # its timers again: try again later
 
     # --- the log ------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from coordinator.group.consumer_coordinator import HeartbeatRequest
 from coordinator.group.state import OffsetAndMetadata
 from protocol.errors import ErrorCode as E
-from tests.unit.test_group_coordinator import Harness, _gate_appends
+from tests.unit.test_group_coordinator import Harness, _gate_appends, wait_loaded
 
 SESSION_MS = 1000
 
@@ -141,3 +141,52 @@ async def test_a_failed_rebalance_expiry_keeps_the_rebalance_timer(harness):
     assert "m1" in _members(h)
     failing[0] = False
     await _until(lambda: "m1" not in _members(h), timeout_s=0.6)
+
+
+async def test_group_locks_live_only_while_held_or_awaited(harness):
+    h = harness
+    h.create_topic("t", 1)
+    resp = await h.coordinator.consumer.heartbeat(_request("missing", "m1", 5, topics=None))
+    assert resp["error_code"] == E.group_id_not_found
+    await _join(h, member_id="m1")
+    assert h.coordinator.consumer._locks == {}
+
+
+def _gate_first_append(h: Harness) -> asyncio.Event:
+    """Hold the next ``__consumer_offsets`` append (only that one) until the event is set."""
+    gate = asyncio.Event()
+    real = h.coordinator.s.append_at
+    calls = []
+
+    async def append_at(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            await gate.wait()
+        return await real(*args, **kwargs)
+
+    h.coordinator.s.append_at = append_at
+    return gate
+
+
+async def test_a_late_failed_append_leaves_the_reloaded_group_alone(harness):
+    """m1's leave is in flight when the partition is unloaded and loaded again; m2 joins the
+    reloaded group after it (the group's lock is not dropped while held), and the leave's failed
+    append does not put its snapshot over the reloaded group."""
+    h = harness
+    h.create_topic("t", 2)
+    await _join(h, member_id="m1")
+    gate = _gate_first_append(h)
+    partition = h.coordinator.partition_for("g")
+    epoch = h.coordinator.ownership.epoch(partition)
+    leave = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m1", -1, topics=None)))
+    await asyncio.sleep(0.01)
+    h.coordinator.on_resign(partition, epoch)
+    h.coordinator.on_become_leader(partition, epoch + 1)
+    await wait_loaded(h, partition)
+    assert _members(h) == {"m1"}
+    join = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m2", 0)))
+    await asyncio.sleep(0.01)
+    gate.set()
+    assert (await leave)["error_code"] != 0
+    assert (await join)["error_code"] == 0
+    assert _members(h) == {"m1", "m2"}

@@ -30,7 +30,10 @@ and transactional offsets are shared with classic groups.
 Differs from Kafka: regular expressions are resolved at each heartbeat with Python's ``re``
 (``fullmatch``, as RE2J's ``matches``) rather than asynchronously with RE2J (the syntaxes
 differ at the edges: Python has backreferences and lookaround, RE2J has neither, and
-``\\p{...}`` classes only exist in RE2J); classic-protocol members cannot join a consumer group
+``\\p{...}`` classes only exist in RE2J), and their matches are filtered by the DESCRIBE ACLs of
+the principal of the group's latest heartbeat (Kafka: of the heartbeat that refreshed them;
+the filter is kept in memory only, so after a load, until a heartbeat, matches are unfiltered);
+classic-protocol members cannot join a consumer group
 (no online upgrade/downgrade: a classic JoinGroup to a consumer group with members, or a
 heartbeat to a classic group with members, gets GROUP_ID_NOT_FOUND; empty groups are converted
 either way, as Kafka does); rack-aware assignment and
@@ -104,6 +107,8 @@ class HeartbeatRequest:
     owned: Assignment | None  # None when the request does not carry TopicPartitions
     client_id: str
     client_host: str
+    # The topic names, of those given, the caller may DESCRIBE (None: no authorizer).
+    describable_topics: Callable[[Iterable[str]], set[str]] | None = None
 
 
 def error_response(code: int, message: str | None = None) -> dict:
@@ -128,6 +133,8 @@ class ConsumerGroupCoordinator:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # group id: (lock, holder and waiters)
         self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalance_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        # group id -> the DESCRIBE filter of the group's latest heartbeat, for its regex matches
+        self._describable: dict[str, Callable[[Iterable[str]], set[str]]] = {}
 
     # --- configuration ----------------------------------------------------------------------------
 
@@ -245,6 +252,7 @@ class ConsumerGroupCoordinator:
             return
         if holder is None:
             del self.c.groups[group_id]  # created by the failed request
+            self._describable.pop(group_id, None)
         else:
             current.consumer = snapshot
             self._sync_holder(current)
@@ -275,6 +283,8 @@ class ConsumerGroupCoordinator:
         """Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``."""
         joining = r.member_epoch == 0
         group = self._get_or_create(r.group_id, joining, records)
+        if r.describable_topics is not None:
+            self._describable[group.group_id] = r.describable_topics
         member_id = r.member_id or str(uuid.uuid4())
         self._throw_if_full(group, r.member_id)
         if r.instance_id is None:
@@ -389,8 +399,11 @@ class ConsumerGroupCoordinator:
     def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
         return self.s.topic_metadata()
 
-    def _regex_topics(self, topics: dict[str, tuple[uuid.UUID, int]]) -> Callable[[str], set[str]]:
+    def _regex_topics(self, topics: dict[str, tuple[uuid.UUID, int]], group_id: str) -> Callable[[str], set[str]]:
+        """Kafka's ``TopicRegexResolver``: the topics a regex matches that the principal of the
+        group's latest heartbeat may DESCRIBE."""
         cache: dict[str, set[str]] = {}
+        describable = self._describable.get(group_id)
 
         def resolve(regex: str) -> set[str]:
             if regex not in cache:
@@ -399,13 +412,14 @@ class ConsumerGroupCoordinator:
                 except re.error:
                     cache[regex] = set()
                 else:
-                    cache[regex] = {t for t in topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)}
+                    matched = {t for t in topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)}
+                    cache[regex] = matched if describable is None else describable(matched)
             return cache[regex]
         return resolve
 
     def _metadata_hash(self, group: ConsumerGroup) -> int:
         topics = self._topics()
-        names = group.subscribed_topic_names(self._regex_topics(topics))
+        names = group.subscribed_topic_names(self._regex_topics(topics, group.group_id))
         if not names:
             return 0
         h = hashlib.blake2b(digest_size=8)
@@ -425,7 +439,7 @@ class ConsumerGroupCoordinator:
         """Kafka's ``updateTargetAssignment``: run the group's assignor for the group epoch and
         write the members whose target changed, then the assignment epoch."""
         topics = self._topics()
-        resolve = self._regex_topics(topics)
+        resolve = self._regex_topics(topics, group.group_id)
         specs = {m.member_id: MemberSpec(self._member_topic_ids(m, topics, resolve), m.rack_id)
                  for m in group.members.values()}
         counts = {topic_id: n for topic_id, n in topics.values()}
@@ -542,10 +556,13 @@ class ConsumerGroupCoordinator:
                 self._schedule_rebalance_timeout(group.group_id, member.member_id, member.member_epoch,
                                                  member.rebalance_timeout_ms)
 
-    def cancel_group_timers(self, group_id: str) -> None:
+    def forget(self, group_id: str) -> None:
+        """The group left memory (unloaded, deleted, converted to a classic group): cancel its
+        timers, drop its DESCRIBE filter."""
         for timers in (self._session_timers, self._rebalance_timers):
             for key in [k for k in timers if k[0] == group_id]:
                 self._cancel_timer(timers, key)
+        self._describable.pop(group_id, None)
 
     def _on_session_timeout(self, group_id: str, member_id: str) -> None:
         fired = self._session_timers.get((group_id, member_id))  # rescheduling cancels the handle it replaces
@@ -608,7 +625,7 @@ class ConsumerGroupCoordinator:
         group = holder.consumer
         if group is None:
             return
-        holder.subscribed_topics = group.subscribed_topic_names(self._regex_topics(self._topics()))
+        holder.subscribed_topics = group.subscribed_topic_names(self._regex_topics(self._topics(), holder.group_id))
 
     def tombstone_records(self, group: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
         return [rec.consumer_group_record(key, value) for key, value in group.tombstones()]

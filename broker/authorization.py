@@ -14,7 +14,7 @@ the request did not ask for is Int32.MinValue, the schema's default.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
@@ -23,7 +23,7 @@ from protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from .server import RequestContext
 
-__all__ = ["UNAUTHORIZED_GROUP", "refused_state_request", "AclOperation", "ResourceType", "authorize", "authorize_cluster", "denied", "filter_authorized", "check_config_resource",
+__all__ = ["UNAUTHORIZED_GROUP", "refused_state_request", "AclOperation", "ResourceType", "authorize", "authorize_cluster", "denied", "filter_authorized", "topic_describe_filter", "check_config_resource",
            "topic_operations", "group_operations", "cluster_operations"]
 
 _op = AclOperation
@@ -91,6 +91,20 @@ def filter_authorized(ctx: RequestContext, operation: AclOperation, resource_typ
     if ctx.services.authorizer is None:
         return names
     return {n for n in names if authorize(ctx, operation, resource_type, n)}
+
+
+def topic_describe_filter(ctx: RequestContext) -> Callable[[Iterable[str]], set[str]] | None:
+    """The topic names, of those given, the caller may DESCRIBE, as a function that outlives the
+    request (the consumer group coordinator filters regex matches with it, as Kafka's
+    ``TopicRegexResolver``); None with no authorizer."""
+    if ctx.services.authorizer is None:
+        return None
+    services, principal, host = ctx.services, ctx.principal, ctx.client_host
+
+    def describable(names: Iterable[str]) -> set[str]:
+        authorizer = services.authorizer
+        return {n for n in names if authorizer is None or authorizer.authorize(principal, host, _op.DESCRIBE, TOPIC, n)}
+    return describable
 
 
 _NOTHING: frozenset[str] = frozenset()

@@ -11,7 +11,8 @@ Behavior:
   coordinator is asked where it is (AddPartitionsToTxn v4 verify_only to its broker);
   while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable).
 - KIP-447 fencing (v3+): a stale generation gets ILLEGAL_GENERATION, an unknown member
-  UNKNOWN_MEMBER_ID.
+  UNKNOWN_MEMBER_ID; for a KIP-848 consumer group any member epoch but the member's is
+  ILLEGAL_GENERATION too (this API has no STALE_MEMBER_EPOCH).
 - With an authorizer: WRITE on the transactional id (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the group (else GROUP_AUTHORIZATION_FAILED),
   READ on each topic (else TOPIC_AUTHORIZATION_FAILED).

@@ -13,7 +13,8 @@ Behavior:
   group id used by a classic group, and the coordinator errors (NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
 - With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED) and DESCRIBE on every
-  subscribed topic name (else TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis.
+  subscribed topic name (else TOPIC_AUTHORIZATION_FAILED), as Kafka's KafkaApis; a regex
+  subscription only matches the topics the caller may DESCRIBE (Kafka's TopicRegexResolver).
 
 Version notes:
 - v0 first version (the coordinator makes up the member id on join); v1 the member id is
@@ -26,7 +27,7 @@ from coordinator.group.consumer_coordinator import HeartbeatRequest, error_respo
 from protocol.api import register
 from protocol.errors import ErrorCode
 
-from ..authorization import AclOperation, ResourceType, authorize, denied
+from ..authorization import AclOperation, ResourceType, authorize, denied, topic_describe_filter
 from ..server import RequestContext
 from .p011_join_group import client_host, millis
 
@@ -44,5 +45,5 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
         subscribed_topic_names=None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
         subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None), server_assignor=request.server_assignor,
         owned=owned_from_request(request.topic_partitions), client_id=ctx.header.client_id or "",
-        client_host=client_host(ctx))
+        client_host=client_host(ctx), describable_topics=topic_describe_filter(ctx))
     return await ctx.services.group_coordinator.consumer.heartbeat(r)

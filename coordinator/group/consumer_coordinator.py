@@ -10,9 +10,17 @@ towards it (:func:`.consumer_group.reconcile`), session and rebalance timeouts, 
 membership, and the records that make all of it durable in ``__consumer_offsets``
 (:mod:`.consumer_records`). Every change is a list of records: they are applied to the group
 as they are produced (``ConsumerGroup.replay``, the same code that rebuilds a group at load),
-appended with acks=all, and the group is restored from a snapshot when the append fails, so
-what a client was told is always what the log holds. One heartbeat per group at a time (an
-``asyncio.Lock`` per group), like Kafka's single-threaded coordinator shard.
+appended with acks=all, and the group is restored from a snapshot when the append fails; a
+client is answered only once its records are in the log, so what it was told is what the log
+holds. While an append is in flight the group in memory is ahead of the log (a
+ConsumerGroupDescribe or an offset commit sees the change; Kafka reads at the last committed
+offset). Timers are not part of the snapshot: after a failed append every member of the
+restored group has its session timer (and rebalance timer while revoking) again, rescheduled
+in full if the change had cancelled it. One heartbeat or expiry per group at a time (an
+``asyncio.Lock`` per group, kept while held or awaited), like Kafka's single-threaded
+coordinator shard; what does not take it (unloading, DeleteGroups, a classic JoinGroup
+converting an empty group) can replace the group during an append, so a failed append restores
+the group only if it is still the one it changed.
 
 A group id belongs to one group type: the consumer group lives on the coordinator's
 :class:`~coordinator.group.state.GroupMetadata` of that id (``group.consumer``), whose classic
@@ -22,7 +30,10 @@ and transactional offsets are shared with classic groups.
 Differs from Kafka: regular expressions are resolved at each heartbeat with Python's ``re``
 (``fullmatch``, as RE2J's ``matches``) rather than asynchronously with RE2J (the syntaxes
 differ at the edges: Python has backreferences and lookaround, RE2J has neither, and
-``\\p{...}`` classes only exist in RE2J); classic-protocol members cannot join a consumer group
+``\\p{...}`` classes only exist in RE2J), and their matches are filtered by the DESCRIBE ACLs of
+the principal of the group's latest heartbeat (Kafka: of the heartbeat that refreshed them;
+the filter is kept in memory only, so after a load, until a heartbeat, matches are unfiltered);
+classic-protocol members cannot join a consumer group
 (no online upgrade/downgrade: a classic JoinGroup to a consumer group with members, or a
 heartbeat to a classic group with members, gets GROUP_ID_NOT_FOUND; empty groups are converted
 either way, as Kafka does); rack-aware assignment and
@@ -33,11 +44,12 @@ against the member epoch only (not KIP-1251's per-partition assignment epochs).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import re
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +107,8 @@ class HeartbeatRequest:
     owned: Assignment | None  # None when the request does not carry TopicPartitions
     client_id: str
     client_host: str
+    # The topic names, of those given, the caller may DESCRIBE (None: no authorizer).
+    describable_topics: Callable[[Iterable[str]], set[str]] | None = None
 
 
 def error_response(code: int, message: str | None = None) -> dict:
@@ -116,9 +130,11 @@ class ConsumerGroupCoordinator:
     def __init__(self, coordinator: GroupCoordinator) -> None:
         self.c = coordinator
         self.s = coordinator.s
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # group id: (lock, holder and waiters)
         self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalance_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        # group id -> the DESCRIBE filter of the group's latest heartbeat, for its regex matches
+        self._describable: dict[str, Callable[[Iterable[str]], set[str]]] = {}
 
     # --- configuration ----------------------------------------------------------------------------
 
@@ -178,10 +194,11 @@ class ConsumerGroupCoordinator:
             self.validate(r)
         except HeartbeatError as exc:
             return error_response(exc.code, exc.message)
-        error = self.c._validate_group_status(r.group_id, allow_empty=False)
-        if error:
-            return error_response(error)
         async with self._lock(r.group_id):
+            # Checked once the group is ours: the partition may have been unloaded meanwhile.
+            error = self.c._validate_group_status(r.group_id, allow_empty=False)
+            if error:
+                return error_response(error)
             holder = self.c.groups.get(r.group_id)
             snapshot = None if holder is None or holder.consumer is None else copy.deepcopy(holder.consumer)
             records: list[tuple[ConsumerGroupKey, Any]] = []
@@ -191,34 +208,56 @@ class ConsumerGroupCoordinator:
                 else:
                     response, group = self._join_or_heartbeat(r, records)
             except HeartbeatError as exc:
-                self._restore(r.group_id, holder, snapshot)
+                self._restore(r.group_id, holder, snapshot, self._consumer_group(r.group_id))
                 return error_response(exc.code, exc.message)
             except FencedMemberEpoch as exc:
-                self._restore(r.group_id, holder, snapshot)
+                self._restore(r.group_id, holder, snapshot, self._consumer_group(r.group_id))
                 return error_response(ErrorCode.fenced_member_epoch, str(exc))
             error = await self._write(r.group_id, records)
             if error:
-                self._restore(r.group_id, holder, snapshot)
+                self._restore(r.group_id, holder, snapshot, group)
                 return error_response(error)
             self._after_write(group)
             return response
 
-    def _lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def _lock(self, group_id: str) -> AsyncIterator[None]:
+        """Hold the group's lock; its entry lives while someone holds or awaits it."""
+        lock, users = self._locks.get(group_id, (None, 0))
+        lock = lock or asyncio.Lock()
+        self._locks[group_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[group_id]
+            if users == 1:
+                del self._locks[group_id]
+            else:
+                self._locks[group_id] = (lock, users - 1)
 
-    def _restore(self, group_id: str, holder: GroupMetadata | None, snapshot: ConsumerGroup | None) -> None:
-        """Undo a change whose records were not written (Kafka reverts its timeline snapshot)."""
+    def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        holder = self.c.groups.get(group_id)
+        return None if holder is None else holder.consumer
+
+    def _restore(self, group_id: str, holder: GroupMetadata | None, snapshot: ConsumerGroup | None,
+                 changed: ConsumerGroup | None) -> None:
+        """Undo a change to ``changed`` whose records were not written (Kafka reverts its timeline
+        snapshot), unless the group was unloaded, reloaded, deleted or converted to a classic
+        group meanwhile (``changed`` is no longer the group's). Timers are not in the snapshot:
+        the members of the restored group get back the ones the change cancelled (a leave, a
+        fence, a replaced static member)."""
         current = self.c.groups.get(group_id)
-        if current is None:
+        if current is None or current.consumer is not changed:
             return
         if holder is None:
             del self.c.groups[group_id]  # created by the failed request
+            self._describable.pop(group_id, None)
         else:
             current.consumer = snapshot
             self._sync_holder(current)
+            if snapshot is not None:
+                self._arm_timers(snapshot)
 
     def _get_or_create(self, group_id: str, create: bool,
                        records: list[tuple[ConsumerGroupKey, Any]]) -> ConsumerGroup:
@@ -244,6 +283,8 @@ class ConsumerGroupCoordinator:
         """Kafka's ``GroupMetadataManager.consumerGroupHeartbeat``."""
         joining = r.member_epoch == 0
         group = self._get_or_create(r.group_id, joining, records)
+        if r.describable_topics is not None:
+            self._describable[group.group_id] = r.describable_topics
         member_id = r.member_id or str(uuid.uuid4())
         self._throw_if_full(group, r.member_id)
         if r.instance_id is None:
@@ -358,8 +399,11 @@ class ConsumerGroupCoordinator:
     def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
         return self.s.topic_metadata()
 
-    def _regex_topics(self, topics: dict[str, tuple[uuid.UUID, int]]) -> Callable[[str], set[str]]:
+    def _regex_topics(self, topics: dict[str, tuple[uuid.UUID, int]], group_id: str) -> Callable[[str], set[str]]:
+        """Kafka's ``TopicRegexResolver``: the topics a regex matches that the principal of the
+        group's latest heartbeat may DESCRIBE."""
         cache: dict[str, set[str]] = {}
+        describable = self._describable.get(group_id)
 
         def resolve(regex: str) -> set[str]:
             if regex not in cache:
@@ -368,13 +412,14 @@ class ConsumerGroupCoordinator:
                 except re.error:
                     cache[regex] = set()
                 else:
-                    cache[regex] = {t for t in topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)}
+                    matched = {t for t in topics if t not in INTERNAL_TOPICS and pattern.fullmatch(t)}
+                    cache[regex] = matched if describable is None else describable(matched)
             return cache[regex]
         return resolve
 
     def _metadata_hash(self, group: ConsumerGroup) -> int:
         topics = self._topics()
-        names = group.subscribed_topic_names(self._regex_topics(topics))
+        names = group.subscribed_topic_names(self._regex_topics(topics, group.group_id))
         if not names:
             return 0
         h = hashlib.blake2b(digest_size=8)
@@ -394,7 +439,7 @@ class ConsumerGroupCoordinator:
         """Kafka's ``updateTargetAssignment``: run the group's assignor for the group epoch and
         write the members whose target changed, then the assignment epoch."""
         topics = self._topics()
-        resolve = self._regex_topics(topics)
+        resolve = self._regex_topics(topics, group.group_id)
         specs = {m.member_id: MemberSpec(self._member_topic_ids(m, topics, resolve), m.rack_id)
                  for m in group.members.values()}
         counts = {topic_id: n for topic_id, n in topics.values()}
@@ -500,25 +545,46 @@ class ConsumerGroupCoordinator:
         self._cancel_timer(self._session_timers, (group_id, member_id))
         self._cancel_timer(self._rebalance_timers, (group_id, member_id))
 
-    def cancel_group_timers(self, group_id: str) -> None:
+    def _arm_timers(self, group: ConsumerGroup) -> None:
+        """Every member has a session timer, and a rebalance timer while it revokes partitions;
+        the ones missing are scheduled afresh."""
+        for member in group.members.values():
+            key = (group.group_id, member.member_id)
+            if key not in self._session_timers:
+                self._schedule_session_timeout(group.group_id, member.member_id)
+            if member.state == MemberState.UNREVOKED_PARTITIONS and key not in self._rebalance_timers:
+                self._schedule_rebalance_timeout(group.group_id, member.member_id, member.member_epoch,
+                                                 member.rebalance_timeout_ms)
+
+    def forget(self, group_id: str) -> None:
+        """The group left memory (unloaded, deleted, converted to a classic group): cancel its
+        timers, drop its DESCRIBE filter."""
         for timers in (self._session_timers, self._rebalance_timers):
             for key in [k for k in timers if k[0] == group_id]:
                 self._cancel_timer(timers, key)
-        self._locks.pop(group_id, None)
+        self._describable.pop(group_id, None)
 
     def _on_session_timeout(self, group_id: str, member_id: str) -> None:
-        self._session_timers.pop((group_id, member_id), None)
-        self.c._spawn(self._expire(group_id, member_id, None, "the member session expired"))
+        fired = self._session_timers.get((group_id, member_id))  # rescheduling cancels the handle it replaces
+        self.c._spawn(self._expire(self._session_timers, fired, group_id, member_id, None,
+                                   "the member session expired"))
 
     def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
-        self._rebalance_timers.pop((group_id, member_id), None)
-        self.c._spawn(self._expire(group_id, member_id, epoch,
+        fired = self._rebalance_timers.get((group_id, member_id))
+        self.c._spawn(self._expire(self._rebalance_timers, fired, group_id, member_id, epoch,
                                    "the member failed to revoke its partitions within the rebalance timeout"))
 
-    async def _expire(self, group_id: str, member_id: str, epoch: int | None, reason: str) -> None:
+    async def _expire(self, timers: dict, fired: asyncio.TimerHandle | None, group_id: str, member_id: str,
+                      epoch: int | None, reason: str) -> None:
         """Kafka's session / rebalance timeout operations: fence the member if it is still there
-        (for a rebalance timeout: still revoking at ``epoch``)."""
+        (for a rebalance timeout: still revoking at ``epoch``). The timer that fired stays
+        registered until then; if a heartbeat rescheduled it (or a leave cancelled it) meanwhile,
+        nothing happens, as in Kafka's timer write event (``tasks.remove(key, task)``)."""
+        key = (group_id, member_id)
         async with self._lock(group_id):
+            if fired is None or timers.get(key) is not fired:
+                return
+            del timers[key]
             holder = self.c.groups.get(group_id)
             group = None if holder is None else holder.consumer
             member = None if group is None else group.members.get(member_id)
@@ -535,9 +601,7 @@ class ConsumerGroupCoordinator:
             if error:
                 log.warning("consumer_member_fence_append_failed", group=group_id, member_id=member_id,
                             error=int(error))
-                self._restore(group_id, holder, snapshot)
-                if holder.consumer is not None and member_id in holder.consumer.members:
-                    self._schedule_session_timeout(group_id, member_id)  # try again later
+                self._restore(group_id, holder, snapshot, group)  # its timers again: try again later
 
     # --- the log ------------------------------------------------------------------------------------
 
@@ -561,7 +625,7 @@ class ConsumerGroupCoordinator:
         group = holder.consumer
         if group is None:
             return
-        holder.subscribed_topics = group.subscribed_topic_names(self._regex_topics(self._topics()))
+        holder.subscribed_topics = group.subscribed_topic_names(self._regex_topics(self._topics(), holder.group_id))
 
     def tombstone_records(self, group: ConsumerGroup) -> list[tuple[bytes, bytes | None]]:
         return [rec.consumer_group_record(key, value) for key, value in group.tombstones()]
@@ -587,11 +651,7 @@ class ConsumerGroupCoordinator:
         """A loaded group's members get their session timers (and rebalance timers) again."""
         group = holder.consumer
         self._sync_holder(holder)
-        for member in group.members.values():
-            self._schedule_session_timeout(group.group_id, member.member_id)
-            if member.state == MemberState.UNREVOKED_PARTITIONS:
-                self._schedule_rebalance_timeout(group.group_id, member.member_id, member.member_epoch,
-                                                 member.rebalance_timeout_ms)
+        self._arm_timers(group)
         log.info("consumer_group_loaded", group=group.group_id, members=len(group.members),
                  epoch=group.group_epoch)
 
@@ -601,7 +661,10 @@ class ConsumerGroupCoordinator:
                                *, transactional: bool, api_version: int, instance_id: str | None = None) -> int:
         """Kafka's ``ConsumerGroup.validateOffsetCommit``: 0 or the error code. Any epoch but
         the member's is STALE_MEMBER_EPOCH (Kafka 4.3 accepts an older epoch for partitions
-        the member has held since then, KIP-1251; not kept here)."""
+        the member has held since then, KIP-1251; not kept here), and ILLEGAL_GENERATION for a
+        TxnOffsetCommit: ``OffsetMetadataManager.validateTransactionalOffsetCommit`` catches the
+        StaleMemberEpochException, as that API has no STALE_MEMBER_EPOCH (the producer aborts the
+        transaction with a CommitFailedException; STALE_MEMBER_EPOCH would be fatal to it)."""
         if member_epoch < 0 and not group.members:
             return 0
         if transactional and member_epoch == -1 and not member_id and instance_id is None:
@@ -612,7 +675,7 @@ class ConsumerGroupCoordinator:
         if not transactional and api_version < 9:
             return ErrorCode.unsupported_version
         if member_epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
+            return ErrorCode.illegal_generation if transactional else ErrorCode.stale_member_epoch
         return 0
 
     def validate_offset_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:

@@ -201,7 +201,7 @@ class GroupCoordinator:
     def _shutdown_group(self, group: GroupMetadata, error: int) -> None:
         """Cancel a group's timers and answer its parked requests (unload or shutdown)."""
         if group.consumer is not None:
-            self.consumer.cancel_group_timers(group.group_id)
+            self.consumer.forget(group.group_id)
         self._cancel_join_timer(group)
         self._cancel_sync_timer(group)
         for handle in group.pending_member_timers.values():
@@ -625,7 +625,7 @@ class GroupCoordinator:
                 # Classic members cannot join a live consumer group here (no online migration).
                 return join_error(member_id, ErrorCode.group_id_not_found)
             # Kafka's maybeDeleteEmptyConsumerGroup: an empty consumer group becomes classic.
-            self.consumer.cancel_group_timers(group_id)
+            self.consumer.forget(group_id)
             tombstones = self.consumer.tombstone_records(group.consumer)
             group.consumer = None
             self._spawn(self._append(group_id, tombstones))

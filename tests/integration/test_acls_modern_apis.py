@@ -68,3 +68,23 @@ def test_scram_and_quorum_need_cluster_acls(own_broker):
         assert [(r.user, r.error_code) for r in altered.results] == [("alice", ErrorCode.cluster_authorization_failed)]
         assert c.call(50, 0, {"users": None}).error_code == ErrorCode.cluster_authorization_failed
         assert c.call(55, 2, quorum).error_code == ErrorCode.cluster_authorization_failed
+
+
+def test_a_regex_subscription_only_gets_the_topics_the_member_may_describe(own_broker):
+    """Kafka's TopicRegexResolver keeps the regex matches the heartbeat's principal may DESCRIBE."""
+    b = own_broker(**AUTHORIZER)
+    suffix = uuid.uuid4().hex[:6]
+    open_topic, closed_topic = f"rx-open-{suffix}", f"rx-closed-{suffix}"
+    create_topic(b.bootstrap, open_topic, partitions=2)
+    create_topic(b.bootstrap, closed_topic, partitions=2)
+    create_acls(b.bootstrap, deny(ResourceType.TOPIC, closed_topic, AclOperation.DESCRIBE))
+    with RawClient(b.bootstrap) as c:
+        metadata = c.call(3, 12, {"topics": [{"name": open_topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+        open_id = metadata.topics[0].topic_id
+        resp = c.call(68, 1, {"group_id": f"g-rx-{suffix}", "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                              "instance_id": None, "rack_id": None, "rebalance_timeout": datetime.timedelta(seconds=30),
+                              "subscribed_topic_names": None, "subscribed_topic_regex": f"rx-.*-{suffix}",
+                              "server_assignor": None, "topic_partitions": []})
+        assert resp.error_code == 0
+        assert [(tp.topic_id, sorted(tp.partitions)) for tp in resp.assignment.topic_partitions] == [(open_id, [0, 1])]

@@ -33,7 +33,7 @@ log = structlog.get_logger("compat")
 
 # In matrix order; CI's fast subset is marked by each runner's FAST flag.
 SUITES = ("confluent-kafka-python", "kafka-python", "librdkafka", "java-client", "kafka-tools",
-          "kafkajs", "franz-go", "kcat")
+          "kafkajs", "franz-go", "sarama", "kcat")
 
 
 def runner(suite: str):

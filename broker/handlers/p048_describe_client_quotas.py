@@ -1,50 +1,38 @@
 """DescribeClientQuotas: v0-1
 
 Behavior:
-- There are no client quotas on this broker (nothing enforces them and AlterClientQuotas is not
-  served), so a valid filter matches nothing: no error and an empty entry list, which is what
-  Kafka answers when no quota is set.
-- The filter is checked as Kafka 4.3.1 checks it (answers compared with a real one): entity
-  types are ``user``, ``client-id`` and ``ip``, another is UNSUPPORTED_VERSION; an empty or
-  repeated entity type, an exact match without a name and an ``ip`` component combined with
-  ``user`` or ``client-id`` are INVALID_REQUEST, each with Kafka's message. A success carries
-  an empty error message, as Kafka's does.
+- Answers the quotas AlterClientQuotas stored (cluster metadata) that match the filter, as
+  Kafka 4.3.1's ``ClientQuotasImage.describe`` (coordinator/controller/client_quotas.py):
+  EXACT matches a name, DEFAULT the type's default entity, SPECIFIED any entity with that type;
+  ``strict`` keeps entities with exactly the filtered types; no component lists every entity
+  (none when strict). Each entry carries its entity (null name = default) and its values.
+- The filter is checked as Kafka checks it (answers compared with a real one): entity types are
+  ``user``, ``client-id`` and ``ip``, another is UNSUPPORTED_VERSION; an empty or repeated
+  entity type, an exact match without a name, a default or specified match with one, an unknown
+  match type and an ``ip`` component combined with ``user`` or ``client-id`` are
+  INVALID_REQUEST, each with Kafka's message and null entries. A success carries an empty
+  error message, as Kafka's does.
+- With an authorizer: DESCRIBE_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
 - v1 is flexible.
 """
 
+from coordinator.controller import client_quotas
 from protocol.api import register
 from protocol.errors import ErrorCode
 
+from ..authorization import AclOperation, authorize_cluster
 from ..server import RequestContext
-
-ENTITY_TYPES = ("user", "client-id", "ip")
-MATCH_EXACT = 0
 
 
 @register(48, 0, 1)
 async def handle_describe_client_quotas(ctx: RequestContext, request) -> dict:
-    problem = _filter_problem(request.components)
-    if problem:
-        code, message = problem
-        return {"throttle_time": 0, "error_code": code, "error_message": message, "entries": None}
-    return {"throttle_time": 0, "error_code": 0, "error_message": "", "entries": []}
-
-
-def _filter_problem(components) -> tuple[ErrorCode, str] | None:
-    seen = set()
-    for c in components:
-        if not c.entity_type:
-            return ErrorCode.invalid_request, "Invalid empty entity type."
-        if c.entity_type in seen:
-            return ErrorCode.invalid_request, f"Entity type {c.entity_type} cannot appear more than once in the filter."
-        if c.entity_type not in ENTITY_TYPES:
-            return ErrorCode.unsupported_version, f"Unsupported entity type {c.entity_type}"
-        if c.match_type == MATCH_EXACT and c.match is None:
-            return ErrorCode.invalid_request, "Request specified MATCH_TYPE_EXACT, but set match string to null."
-        seen.add(c.entity_type)
-    if "ip" in seen and len(seen) > 1:
-        return ErrorCode.invalid_request, ("Invalid entity filter component combination. IP filter "
-                                           "component should not be used with user or clientId filter component.")
-    return None
+    if not authorize_cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
+                "error_message": None, "entries": None}
+    try:
+        entries = client_quotas.describe(ctx.services.metadata.client_quotas, request.components, request.strict)
+    except client_quotas.FilterError as e:
+        return {"throttle_time": 0, "error_code": e.code, "error_message": e.message, "entries": None}
+    return {"throttle_time": 0, "error_code": 0, "error_message": "", "entries": entries}

@@ -12,6 +12,7 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
     producer_id_block               the next free producer-id block
     group_configs/<group id>        a group's config overrides (GROUP config resource)
     scram/<user>                    a user's SCRAM credentials by mechanism
+    quotas/<entity key>             a client-quota entity's quotas (client_quotas.entity_key)
     acls/<id>                       one ACL (its id derives from its content)
 
 Every write is one etcd transaction that compares what it depends on: a topic is created only
@@ -221,6 +222,7 @@ class EtcdMetadataStore(MetadataCache):
         self._parts.clear()
         self.group_configs = {}
         self.scram_credentials = {}
+        self.client_quotas = {}
         self.brokers = {}
         self.controller_id, self.controller_epoch = -1, 0
         for kv in result:
@@ -330,6 +332,8 @@ class EtcdMetadataStore(MetadataCache):
             self.group_configs = {**self.group_configs, "/".join(parts[1:]): json.loads(value)}
         elif kind == "scram":
             self.scram_credentials = {**self.scram_credentials, "/".join(parts[1:]): json.loads(value)}
+        elif kind == "quotas":
+            self.client_quotas = {**self.client_quotas, "/".join(parts[1:]): json.loads(value)}
         return None
 
     def _apply_delete(self, key: bytes) -> str | None:
@@ -351,6 +355,9 @@ class EtcdMetadataStore(MetadataCache):
         elif kind == "scram":
             user = "/".join(parts[1:])
             self.scram_credentials = {u: c for u, c in self.scram_credentials.items() if u != user}
+        elif kind == "quotas":
+            entity = "/".join(parts[1:])
+            self.client_quotas = {e: q for e, q in self.client_quotas.items() if e != entity}
         return None
 
     def _rebuild_topic(self, name: str) -> None:
@@ -486,6 +493,16 @@ class EtcdMetadataStore(MetadataCache):
                for user, creds in changes.items()]
         if len(ops) > MAX_TXN_OPS:
             raise KafkaError(ErrorCode.policy_violation, f"At most {MAX_TXN_OPS} users can be altered at once")
+        _ok, revision = await self._txn([], ops)
+        await self.wait_applied(revision)
+
+    async def alter_client_quotas(self, changes: dict[str, dict[str, float]]) -> None:
+        """Replace each named entity's quotas in one transaction (empty: the entity's key goes)."""
+        t = self.client.transactions
+        ops = [t.put(self.key("quotas", entity), _dumps(quotas)) if quotas else t.delete(self.key("quotas", entity))
+               for entity, quotas in changes.items()]
+        if len(ops) > MAX_TXN_OPS:
+            raise KafkaError(ErrorCode.policy_violation, f"At most {MAX_TXN_OPS} entities can be altered at once")
         _ok, revision = await self._txn([], ops)
         await self.wait_applied(revision)
 

@@ -102,6 +102,8 @@ class MetadataCache:
         self.group_configs: dict[str, dict[str, str]] = {}
         # SCRAM credentials by user and mechanism name (coordinator/controller/scram.py).
         self.scram_credentials: dict[str, dict[str, dict]] = {}
+        # Client quotas by entity key and quota key (coordinator/controller/client_quotas.py).
+        self.client_quotas: dict[str, dict[str, float]] = {}
         self.acls: dict[str, StandardAcl] = {}  # by ACL id
         self.acl_listeners: list[Callable[[], None]] = []  # the ACLs changed
         # Topic id -> topic, filled on lookup (Produce v13 and Fetch v13+ resolve ids per request);

@@ -2,7 +2,7 @@
 
 Owns: the cluster id, topics (id, partition count, per-topic config overrides), each
 partition's leader, replicas, ISR and leader epoch, the producer-id block counter, the
-group config overrides, the SCRAM credentials and the ACLs (by id). Every
+group config overrides, the SCRAM credentials, the client quotas and the ACLs (by id). Every
 change is written to a temp file, fsynced and renamed before it is applied in memory, so an
 acknowledged CreateTopics or a handed-out producer-id block survives kill -9.
 
@@ -62,6 +62,7 @@ class MetadataStore(MetadataCache):
         self.metadata_offset = raw.get("metadata_offset", 0)
         self.group_configs = {g: dict(c) for g, c in raw.get("group_configs", {}).items()}
         self.scram_credentials = raw.get("scram_credentials", {})
+        self.client_quotas = raw.get("client_quotas", {})
         for name, t in raw["topics"].items():
             self.topics[name] = TopicState(name, t["topic_id"],
                                            [PartitionState.from_json(p) for p in t["partitions"]],
@@ -85,6 +86,7 @@ class MetadataStore(MetadataCache):
                        for n, t in self.topics.items()},
             "group_configs": self.group_configs,
             "scram_credentials": self.scram_credentials,
+            "client_quotas": self.client_quotas,
             "acls": {acl_id: acl.to_json() for acl_id, acl in self.acls.items()},
         }
         tmp = self.path + ".tmp"
@@ -137,6 +139,15 @@ class MetadataStore(MetadataCache):
                 self.scram_credentials[user] = credentials
             else:
                 self.scram_credentials.pop(user, None)
+        self._save()
+
+    def alter_client_quotas(self, changes: dict[str, dict[str, float]]) -> None:
+        """Replace each named entity's quotas at once (an empty map removes the entity)."""
+        for entity, quotas in changes.items():
+            if quotas:
+                self.client_quotas[entity] = dict(quotas)
+            else:
+                self.client_quotas.pop(entity, None)
         self._save()
 
     def elect_self_leader_everywhere(self) -> None:

@@ -1,0 +1,102 @@
+"""IBM/sarama (from the Go module proxy) against a target: ``main.go`` here, pinned by the
+committed go.mod / go.sum. Its scenarios print ``PASS <name> (<ms> ms)`` or ``FAIL <name> (<ms>
+ms): <error>``: plain, idempotent and compressed produce/consume, consumer groups (two members,
+rebalance, commit, restart resumes; cooperative-sticky with static members and admin removal),
+transactions read with read_committed (commit/abort, AddMessageToTxn, AddOffsetsToTxn), and
+ClusterAdmin calls. Config.Version is Kafka 4.3.1 (sarama.MaxVersion); ``VERSIONS`` adds a run
+at sarama's default version (2.8), whose ids get the ``v2.8/`` prefix.
+
+``prepare`` builds the binary into ``~/.cache/kbroker/sarama-<version>`` (a no-op when the
+sources are unchanged). Each run is bounded and its process group killed by pid on overrun.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("compat.sarama")
+
+SUITE = "sarama"
+VERSION = "v1.61.1"      # github.com/IBM/sarama; go.mod pins the same
+BROKER_CONFIG: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
+FAST = False
+VERSIONS = {"": "4.3.1", "v2.8/": "default"}
+FEATURES = {
+    "bootstrap": [r"admin_cluster"],
+    "produce": [r"produce"],
+    "consume": [r"produce", r"read_committed", r"delete_records"],
+    "groups": [r"group"],
+    "idempotence": [r"idempotent", r"txn_"],
+    "transactions": [r"txn_"],
+    "read_committed": [r"read_committed", r"txn_add_offsets"],
+    "admin": [r"admin_"],
+}
+SCENARIOS = (
+    "produce_consume", "idempotent_produce", "group_rebalance_commit_resume",
+    "txn_commit_abort_read_committed", "txn_add_offsets_to_txn", "admin_topics", "admin_configs",
+    "admin_create_partitions", "admin_delete_records", "admin_groups", "admin_delete_topic",
+    "produce_compression", "group_cooperative_sticky_static", "admin_cluster_log_dirs",
+    "admin_list_offsets", "admin_alter_group_offsets", "admin_elect_leaders_reassignments",
+    "admin_acls", "admin_client_quotas", "admin_scram_credentials",
+)
+HERE = Path(__file__).resolve().parent
+CACHE = Path.home() / ".cache" / "kbroker" / f"sarama-{VERSION}"
+SCENARIO_TIMEOUT_S = 90
+LINE = re.compile(r"^(PASS|FAIL) (\S+) \(\d+ ms\)(?:: (.*))?$")
+
+
+def _stamp() -> str:
+    h = hashlib.sha256()
+    for name in ("main.go", "go.mod", "go.sum", "runner.py"):
+        h.update((HERE / name).read_bytes())
+    return h.hexdigest()
+
+
+def prepare() -> str:
+    stamp = CACHE / ".stamp"
+    if not stamp.exists() or stamp.read_text() != _stamp():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["go", "build", "-o", str(CACHE / "saramacheck"), "."], cwd=HERE,
+                       env={**os.environ, "GOFLAGS": "-mod=mod"}, check=True, timeout=600,
+                       capture_output=True)
+        stamp.write_text(_stamp())
+    go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, timeout=30)
+    return f"sarama {VERSION} ({go.stdout.strip()})"
+
+
+def _bounded(cmd: list[str], timeout: float, log_path: Path) -> str:
+    """Run ``cmd`` (its own process group) at most ``timeout`` s; its stdout."""
+    with open(log_path, "w") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
+                                start_new_session=True)
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log.error("sarama_overran", pid=proc.pid)
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+    return out
+
+
+def run(target, workdir: Path, fast: bool) -> dict[str, str]:
+    results: dict[str, str] = {}
+    for prefix, version in VERSIONS.items():
+        out = _bounded([str(CACHE / "saramacheck"), "-brokers", target.bootstrap,
+                        "-nodes", str(target.nodes), "-version", version],
+                       SCENARIO_TIMEOUT_S * len(SCENARIOS) + 60,
+                       workdir / f"sarama-{version}.log")
+        results.update({prefix + name: "failed" for name in SCENARIOS})
+        for line in out.splitlines():
+            m = LINE.match(line.strip())
+            if m:
+                results[prefix + m.group(2)] = "passed" if m.group(1) == "PASS" else "failed"
+                if m.group(1) == "FAIL":
+                    log.warning("sarama_scenario_failed", test=prefix + m.group(2), error=m.group(3))
+    return results

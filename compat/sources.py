@@ -9,6 +9,7 @@ CI's fast run reports it as skipped with that reason instead of failing on a mis
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -31,3 +32,11 @@ def extract(repo: str, tag: str, paths: list[str], cache: Path) -> None:
     archive = subprocess.run(["git", "-C", str(snapshot), "archive", tag, *paths],
                              check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(cache)], input=archive, check=True)
+
+
+def go_build_stamp(here: Path) -> str:
+    """What a Go harness's cached build depends on: its program, module files and runner."""
+    h = hashlib.sha256()
+    for name in ("main.go", "go.mod", "go.sum", "runner.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()

@@ -15,7 +15,6 @@ sources are unchanged). Each part is bounded and its process group killed by pid
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,6 +23,8 @@ import subprocess
 from pathlib import Path
 
 import structlog
+
+from compat.sources import go_build_stamp
 
 log = structlog.get_logger("compat.franz_go")
 
@@ -66,21 +67,14 @@ def _go_env() -> dict[str, str]:
     return {**os.environ, "GOFLAGS": "-mod=mod"}
 
 
-def _stamp() -> str:
-    h = hashlib.sha256()
-    for name in ("main.go", "go.mod", "go.sum", "runner.py"):
-        h.update((HERE / name).read_bytes())
-    return h.hexdigest()
-
-
 def prepare() -> str:
     stamp = CACHE / ".stamp"
-    if not stamp.exists() or stamp.read_text() != _stamp():
+    if not stamp.exists() or stamp.read_text() != go_build_stamp(HERE):
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run(["go", "build", "-o", str(CACHE / "franzgo"), "."], cwd=HERE,
                        env=_go_env(), check=True, timeout=600, capture_output=True)
         _build_kgo_tests()
-        stamp.write_text(_stamp())
+        stamp.write_text(go_build_stamp(HERE))
     go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, timeout=30)
     return f"franz-go {VERSION} (kadm {KADM_VERSION}, {go.stdout.strip()})"
 

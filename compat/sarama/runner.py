@@ -12,7 +12,6 @@ sources are unchanged). Each run is bounded and its process group killed by pid 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import signal
@@ -20,6 +19,8 @@ import subprocess
 from pathlib import Path
 
 import structlog
+
+from compat.sources import go_build_stamp
 
 log = structlog.get_logger("compat.sarama")
 
@@ -52,21 +53,14 @@ SCENARIO_TIMEOUT_S = 90
 LINE = re.compile(r"^(PASS|FAIL) (\S+) \(\d+ ms\)(?:: (.*))?$")
 
 
-def _stamp() -> str:
-    h = hashlib.sha256()
-    for name in ("main.go", "go.mod", "go.sum", "runner.py"):
-        h.update((HERE / name).read_bytes())
-    return h.hexdigest()
-
-
 def prepare() -> str:
     stamp = CACHE / ".stamp"
-    if not stamp.exists() or stamp.read_text() != _stamp():
+    if not stamp.exists() or stamp.read_text() != go_build_stamp(HERE):
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run(["go", "build", "-o", str(CACHE / "saramacheck"), "."], cwd=HERE,
                        env={**os.environ, "GOFLAGS": "-mod=mod"}, check=True, timeout=600,
                        capture_output=True)
-        stamp.write_text(_stamp())
+        stamp.write_text(go_build_stamp(HERE))
     go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, timeout=30)
     return f"sarama {VERSION} ({go.stdout.strip()})"
 

@@ -52,6 +52,14 @@ log = structlog.get_logger("coordinator.share.manager")
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
+# A share coordinator that is not there yet (``__share_group_state`` being created, a partition
+# loading or moving) is waited for, as Kafka's persister retries its state RPCs with backoff:
+# the fetches answer without the partition meanwhile, not with the error.
+RETRIABLE_LOAD_ERRORS = frozenset({ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+                                   ErrorCode.not_coordinator})
+LOAD_BACKOFF_S = (0.1, 2.0)
+LOAD_RETRY_TIMEOUT_S = 30.0
+
 SharePartitionKey = tuple[str, UUID, int]  # (group id, topic id, partition)
 
 
@@ -111,6 +119,7 @@ class SharePartitionManager:
         self.entries: dict[SharePartitionKey, _Entry] = {}
         self.loading: dict[SharePartitionKey, asyncio.Future] = {}
         self.load_errors: dict[SharePartitionKey, KafkaError] = {}
+        self.background_loads: set[SharePartitionKey] = set()
         self.load_listeners: dict[SharePartitionKey, list[Callable[[], None]]] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self.tasks: set[asyncio.Task] = set()
@@ -265,25 +274,43 @@ class SharePartitionManager:
         error = self.load_errors.pop(key, None)
         if error is not None:
             raise error
-        if key not in self.loading:
+        if key not in self.background_loads:
+            self.background_loads.add(key)
             self._spawn(self._load_in_background(key, topic, plog, leader_epoch))
         return None
 
     async def _load_in_background(self, key: SharePartitionKey, topic: str, plog: ShareLog,
                                   leader_epoch: int) -> None:
         try:
-            await self.share_partition(key[0], topic, key[1], key[2], plog, leader_epoch)
+            await self._load_with_retries(key, topic, plog, leader_epoch)
         except KafkaError as exc:
             self.load_errors[key] = exc
         except Exception:
             log.exception("share_partition_load_failed", group=key[0], topic=topic, partition=key[2])
             self.load_errors[key] = KafkaError(ErrorCode.unknown_server_error, None)
+        finally:
+            self.background_loads.discard(key)
         for listener in self.load_listeners.pop(key, []):
             try:
                 listener()
             except Exception:
                 log.exception("share_fetch_completion_failed", group=key[0], topic=topic, partition=key[2])
         self.s.wake(topic, key[2])
+
+    async def _load_with_retries(self, key: SharePartitionKey, topic: str, plog: ShareLog,
+                                 leader_epoch: int) -> None:
+        backoff, give_up = LOAD_BACKOFF_S[0], time.monotonic() + LOAD_RETRY_TIMEOUT_S
+        while True:
+            try:
+                await self.share_partition(key[0], topic, key[1], key[2], plog, leader_epoch)
+                return
+            except KafkaError as exc:
+                if exc.code not in RETRIABLE_LOAD_ERRORS or time.monotonic() + backoff > give_up:
+                    raise
+                log.info("share_partition_load_retry", group=key[0], topic=topic, partition=key[2],
+                         error=ErrorCode(exc.code).name, backoff_s=backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, LOAD_BACKOFF_S[1])
 
     def add_load_listener(self, key: SharePartitionKey, listener: Callable[[], None]) -> None:
         """Call ``listener`` (synchronously) when ``key``'s background load ends."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import pytest
+
 from coordinator.share.manager import SharePartitionManager
 from coordinator.share.partition import AckBatch, PersistedState
+from protocol.errors import ErrorCode, KafkaError
 from tests.unit.test_share_partition import FakeLog
 
 TOPIC_ID = uuid.uuid4()
@@ -76,5 +79,51 @@ def test_a_groups_share_partitions_leave_the_cache_when_its_last_session_here_en
         persister.states[key] = PersistedState(0, 0, -1)
         reloaded = await manager.share_partition("g", "t", TOPIC_ID, 0, log)
         assert reloaded.start_offset == 0
+
+    asyncio.run(scenario())
+
+
+class CoordinatorComingUp(MemoryPersister):
+    """``__share_group_state`` being created: the first reads answer COORDINATOR_NOT_AVAILABLE."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def read_state(self, group_id, topic_id, partition):
+        if self.failures:
+            self.failures -= 1
+            raise KafkaError(ErrorCode.coordinator_not_available, "__share_group_state is being created")
+        return await super().read_state(group_id, topic_id, partition)
+
+
+def test_a_share_coordinator_not_there_yet_is_waited_for_not_answered():
+    async def scenario():
+        manager = SharePartitionManager(Services(), CoordinatorComingUp(failures=2))
+        log = FakeLog()
+        log.append(1)
+        assert manager.ready("g", "t", TOPIC_ID, 0, log) is None       # loading in the background
+        await asyncio.sleep(0.05)
+        assert manager.ready("g", "t", TOPIC_ID, 0, log) is None       # retrying: no error answered
+        await _settle(manager)
+        assert manager.ready("g", "t", TOPIC_ID, 0, log) is not None
+
+    asyncio.run(scenario())
+
+
+def test_a_load_error_that_is_not_retriable_is_answered_once():
+    class Broken(MemoryPersister):
+        async def read_state(self, group_id, topic_id, partition):
+            raise KafkaError(ErrorCode.unknown_server_error, "broken")
+
+    async def scenario():
+        manager = SharePartitionManager(Services(), Broken())
+        log = FakeLog()
+        assert manager.ready("g", "t", TOPIC_ID, 0, log) is None
+        await _settle(manager)
+        with pytest.raises(KafkaError) as raised:
+            manager.ready("g", "t", TOPIC_ID, 0, log)
+        assert raised.value.code == ErrorCode.unknown_server_error
+        assert manager.ready("g", "t", TOPIC_ID, 0, log) is None       # the next fetch tries again
 
     asyncio.run(scenario())

@@ -223,3 +223,20 @@ def test_scram_credentials_altered_on_one_broker_are_described_by_every_broker(c
 
     for node in cluster.nodes.values():
         wait_for(lambda node=node: described(node) == [(2, 8192)], 30, f"broker {node.node_id} to see {user}")
+
+
+def test_client_quotas_altered_on_one_broker_are_described_by_every_broker(cluster):
+    from tests.integration.test_client_quotas import alter
+    from tests.integration.test_client_quotas import describe as describe_quotas
+
+    user = f"quota-{uuid.uuid4().hex[:6]}"
+    first = cluster.node(min(cluster.nodes))
+    assert alter(first.address, [({"user": user}, {"producer_byte_rate": 1024.0})]) == [(0, None, {"user": user})]
+    want = [((("user", user),), {"producer_byte_rate": 1024.0})]
+    for node in cluster.nodes.values():   # each broker answers from its own metadata image
+        wait_for(lambda node=node: describe_quotas(node.address, [("user", 0, user)]) == want, 30,
+                 f"broker {node.node_id} to see the quota of {user}")
+    assert alter(first.address, [({"user": user}, {"producer_byte_rate": None})]) == [(0, None, {"user": user})]
+    for node in cluster.nodes.values():
+        wait_for(lambda node=node: describe_quotas(node.address, [("user", 0, user)]) == [], 30,
+                 f"broker {node.node_id} to forget the quota of {user}")

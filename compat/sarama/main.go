@@ -1153,12 +1153,21 @@ func adminGroups(ctx context.Context) error {
 			return fmt.Errorf("member client id %q", md.ClientId)
 		}
 	}
-	offs, err := adm.ListConsumerGroupOffsets(group, nil)
-	if err != nil {
-		return fmt.Errorf("ListConsumerGroupOffsets: %w", err)
-	}
-	if b0, b1 := offs.GetBlock(topic, 0), offs.GetBlock(topic, 1); b0 == nil || b1 == nil || b0.Offset+b1.Offset != 10 {
-		return fmt.Errorf("ListConsumerGroupOffsets (all): %+v %+v", b0, b1)
+	// The member commits asynchronously (auto-commit): wait, bounded, for all 10 to be committed.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		offs, err := adm.ListConsumerGroupOffsets(group, nil)
+		if err != nil {
+			return fmt.Errorf("ListConsumerGroupOffsets: %w", err)
+		}
+		b0, b1 := offs.GetBlock(topic, 0), offs.GetBlock(topic, 1)
+		if b0 != nil && b1 != nil && b0.Offset+b1.Offset == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ListConsumerGroupOffsets (all): %+v %+v", b0, b1)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	// The group is subscribed to the topic: Kafka refuses to delete its offsets.
 	if err := adm.DeleteConsumerGroupOffset(group, topic, 0); !errors.Is(err, sarama.ErrGroupSubscribedToTopic) {

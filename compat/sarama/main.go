@@ -1183,7 +1183,7 @@ func adminGroups(ctx context.Context) error {
 	if err := adm.DeleteConsumerGroupOffset(group, topic, 0); err != nil {
 		return fmt.Errorf("DeleteConsumerGroupOffset: %w", err)
 	}
-	offs, err = adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: {0, 1}})
+	offs, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: {0, 1}})
 	if err != nil {
 		return err
 	}

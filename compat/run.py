@@ -12,12 +12,16 @@ Each suite is a package ``compat/<suite>/`` whose ``runner`` module defines:
 - ``FEATURES``: feature -> regexes over test ids, for the matrix.
 
 For kbroker targets the exit status is 1 when an allowlisted test did not pass.
+``COMPAT_KEEP_WORKDIR=1`` keeps each run's work directory (the brokers' data and logs) and
+logs its path, for looking into a failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 import tempfile
 import time
@@ -44,14 +48,21 @@ def available() -> list[str]:
     return [s for s in SUITES if (COMPAT / suite_dir(s) / "runner.py").exists()]
 
 
+def _workdir(suite: str):
+    if os.environ.get("COMPAT_KEEP_WORKDIR"):
+        path = tempfile.mkdtemp(prefix=f"compat-{suite}-")
+        log.info("workdir_kept", path=path)
+        return contextlib.nullcontext(path)
+    return tempfile.TemporaryDirectory(prefix=f"compat-{suite}-")
+
+
 def run_one(suite: str, target: str, fast: bool = False) -> list[str]:
     """Run ``suite`` against a fresh ``target``; record it; return its regressions."""
     mod = runner(suite)
     client = mod.prepare()
     log.info("suite_start", suite=suite, target=target, client=client, fast=fast)
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"compat-{suite}-") as tmp, \
-            started(target, mod.BROKER_CONFIG, Path(tmp) / "broker") as t:
+    with _workdir(suite) as tmp, started(target, mod.BROKER_CONFIG, Path(tmp) / "broker") as t:
         tests = mod.run(t, Path(tmp), fast)
     result = record(suite, target, client, tests, classify(tests, mod.FEATURES),
                     time.monotonic() - start, save=not fast)

@@ -420,10 +420,13 @@ class ReplicaManager:
 
     # --- fetch long poll -------------------------------------------------------------------------
 
-    async def wait_for_data(self, partitions: list[Partition], timeout_s: float) -> None:
-        if timeout_s <= 0 or not partitions:
+    async def wait_for_data(self, partitions: list[Partition], timeout_s: float,
+                            fut: asyncio.Future | None = None) -> None:
+        """Until one of ``partitions`` is woken (new data), ``fut`` (if given) is set by its
+        owner, or the timeout."""
+        if timeout_s <= 0 or not (partitions or fut):
             return
-        fut = asyncio.get_running_loop().create_future()
+        fut = fut or asyncio.get_running_loop().create_future()
         for p in partitions:
             p.waiters.append(fut)
         try:

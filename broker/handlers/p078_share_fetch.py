@@ -169,18 +169,11 @@ class _PendingShareFetch:
         loading, waitable = list(self.loading), list(self.waitable)   # try_complete replaces them
         for key in loading:
             manager.add_load_listener(key, loaded)
-        for part in waitable:
-            part.waiters.append(fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            pass
+            await self.ctx.services.replica_manager.wait_for_data(waitable, timeout_s, fut)
         finally:
             for key in loading:
                 manager.remove_load_listener(key, loaded)
-            for part in waitable:
-                if fut in part.waiters:
-                    part.waiters.remove(fut)
 
 
 def _partition(services, topic_id, index: int, *, code: int = 0, message: str | None = None,

@@ -2,8 +2,9 @@
 
 Behavior:
 - Sets the share-partition start offset of each partition (its in-flight state is dropped);
-  the next ShareFetch starts there. A group with members is NON_EMPTY_GROUP and a coordinator
-  problem its error code (top-level); an unknown topic or partition
+  the next ShareFetch starts there. A group with members is NON_EMPTY_GROUP, a classic or
+  consumer group GROUP_ID_NOT_FOUND "Group X is not a share group.", a coordinator problem
+  its error code (top-level); an unknown topic or partition
   UNKNOWN_TOPIC_OR_PARTITION per partition (``coordinator/share/admin.py``).
 - With an authorizer: READ on the group, else GROUP_AUTHORIZATION_FAILED.
 

@@ -2,7 +2,8 @@
 
 Behavior:
 - Deletes the share-partition state of every partition of each topic, so the next fetch
-  starts again from ``share.auto.offset.reset``. An unknown group is GROUP_ID_NOT_FOUND, a
+  starts again from ``share.auto.offset.reset``. An unknown group is GROUP_ID_NOT_FOUND (a
+  classic or consumer group: "Group X is not a share group."), a
   group with members NON_EMPTY_GROUP, a coordinator problem its error code (top-level); an
   unknown topic UNKNOWN_TOPIC_OR_PARTITION per topic, a topic the group has no state for the
   same with "There is no offset information to delete." (``coordinator/share/admin.py``).

@@ -3,7 +3,11 @@
 Like Kafka, a connection's requests are processed one at a time, to completion, and answered
 in order (an idempotent producer's five in-flight batches must be appended in the order sent;
 a long-poll Fetch holds its connection). Read-ahead is bounded: once a few requests are
-queued, reading pauses until the queue drains.
+queued, reading pauses until the queue drains. A request in flight when its client
+disconnects still runs to completion and only its answer is dropped, as Kafka's purgatory
+does: abandoning it half-way would strand coordinator state (an offset commit left pending
+makes every later require_stable OffsetFetch UNSTABLE_OFFSET_COMMIT); queued requests are
+dropped. Only a broker shutdown abandons requests in flight.
 
 Bad input is handled as Kafka does: a frame whose size is negative or above
 ``socket.request.max.bytes``, an unreadable request, an unknown API key, or an unsupported
@@ -122,12 +126,13 @@ class KafkaConnection(asyncio.Protocol):
         if not self.closed:
             self.closed = True
             self.broker.metrics.connections.dec()
-        self.broker.connections.discard(self)
+        if self.worker is None or self.worker.done():
+            self.broker.connections.discard(self)
+        else:  # shutdown must still find (and abandon) the request in flight
+            self.worker.add_done_callback(lambda _: self.broker.connections.discard(self))
         if getattr(self.broker, "share_manager", None) is not None:
             self.broker.share_manager.connection_closed(self)  # share sessions end with it
-        self.wakeup.set()
-        if self.worker is not None and not self.worker.done():
-            self.worker.cancel()
+        self.wakeup.set()  # an idle worker ends; a request in flight completes, unanswered
 
     # --- processing ---------------------------------------------------------------------------
 
@@ -215,5 +220,8 @@ class KafkaConnection(asyncio.Protocol):
         return codec.frame_prefix(spec.key, api_version, correlation_id, len(body)), body
 
     def close(self) -> None:
+        """Broker shutdown: close the socket and abandon the request in flight."""
         if self.transport is not None:
             self.transport.close()
+        if self.worker is not None and not self.worker.done():
+            self.worker.cancel()

@@ -19,7 +19,8 @@ Behavior:
   fetch acquires from the partitions that are loaded and does not wait for the others.
 - Long poll: while fewer than ``min_bytes`` were acquired, waits up to ``max_wait_ms``,
   woken by new data, by records becoming available again (release, lock expiry) and by a
-  share-partition finishing its load.
+  share-partition finishing its load. A fetch whose session ends meanwhile (its client
+  disconnected) completes without acquiring.
 - An unknown topic id is UNKNOWN_TOPIC_ID, a partition not led here NOT_LEADER_OR_FOLLOWER
   with ``current_leader`` and ``node_endpoints`` (KIP-951).
 - A session answers with the partitions that have records, an error or an acknowledgement
@@ -129,6 +130,11 @@ class _PendingShareFetch:
         if self.done:
             return True
         services, manager = self.ctx.services, self.ctx.services.share_manager
+        if not manager.is_open(self.session):
+            # The client went away while the fetch waited: acquire nothing for a session
+            # whose records were already released (the answer is dropped anyway).
+            self.done = True
+            return True
         self.waitable, self.loading, errors = [], [], 0
         for topic_id, index in self.keys:
             if self.budget["records"] <= 0 or self.budget["bytes"] <= 0:

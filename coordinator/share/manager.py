@@ -189,6 +189,10 @@ class SharePartitionManager:
         """Final epoch: the session ends and its member's remaining records are released."""
         self._drop_session(session)
 
+    def is_open(self, session: ShareSession) -> bool:
+        """False once the session ended (final epoch, replaced, or its connection closed)."""
+        return self.sessions.get((session.group_id, session.member_id)) is session
+
     def connection_closed(self, connection: object) -> None:
         """A closed connection ends the sessions it opened (Kafka 4.x)."""
         for session in [s for s in self.sessions.values() if s.connection is connection]:

@@ -307,3 +307,40 @@ def test_consumer_group_member_keeps_its_epoch_when_the_coordinator_moves(health
     resp = wait_for(heartbeat, 60, "a heartbeat answered by the new coordinator")
     assert (resp.member_id, resp.member_epoch) == (member_id, epoch)
     assert sorted(resp.assignment.topic_partitions[0].partitions) == [0, 1, 2]
+
+
+def test_offset_commit_in_flight_when_its_client_disconnects_still_completes(healthy):
+    """A client that disconnects while its OffsetCommit waits for replication does not strand
+    the commit: like Kafka's purgatory, the broker finishes the write and drops the answer.
+    Before, the abandoned commit stayed pending and every later require_stable OffsetFetch
+    answered UNSTABLE_OFFSET_COMMIT, so a consumer rejoining after a network outage never got
+    its committed offsets (librdkafka's 0049-consume_conn_close)."""
+    from protocol.api import request_class
+    from protocol.codec import build
+    from protocol.errors import ErrorCode
+    from tests.integration.test_txn_coordinator import committed
+    from tests.support.raw import RawClient
+
+    cluster = healthy
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"ocdc-{tag}", f"ocdc-{tag}"
+    _topic(cluster, topic, 1)
+    node = coordinator_node(cluster, group, GROUP)
+    wait_internal_isr_complete(cluster)  # so the follower paused below is in the ISR
+    follower = cluster.node(next(n for n in cluster.nodes if n != node))
+    commit = build(request_class(8, 8), {
+        "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    with RawClient(cluster.node(node).address) as observer:
+        follower.pause()  # acks=all now waits for it: the commit stays in flight
+        try:
+            with RawClient(cluster.node(node).address) as client:
+                client.send(8, 8, commit)
+                wait_for(lambda: committed(observer, group, topic)[0] == ErrorCode.unstable_offset_commit, 10,
+                         "the commit in flight (UNSTABLE_OFFSET_COMMIT)")
+        finally:
+            follower.resume()
+        assert wait_for(lambda: committed(observer, group, topic) == (0, 42), 60,
+                        "the commit to complete after its client left") is True
+

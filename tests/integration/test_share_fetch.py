@@ -10,6 +10,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from protocol.api import request_class
+from protocol.codec import build
 from protocol.errors import ErrorCode
 from tests.support.raw import RawClient
 
@@ -158,6 +160,23 @@ def test_records_acquired_by_one_member_are_not_given_to_another(broker, share_t
     assert b.poll(1) == [(0, 0, 2)]
     b.close()
 
+
+def test_a_fetch_left_waiting_by_a_closed_connection_acquires_nothing(broker, share_topic):
+    """The broker finishes a request whose client disconnected (only the answer is dropped),
+    but a ShareFetch whose session ended with its connection must not acquire records for a
+    member that is gone: they would stay locked until the acquisition lock expired."""
+    name, topic_id = share_topic
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    gone, other = _member(broker, topic_id, group), _member(broker, topic_id, group)
+    gone.client.send(78, 2, build(request_class(78, 2), {
+        "group_id": group, "member_id": gone.member_id, "share_session_epoch": gone.epoch, "max_wait": 10000,
+        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500, "topics": [],
+        "forgotten_topics_data": []}))
+    time.sleep(0.2)  # let the broker take up the long poll (were it still queued, it would be dropped)
+    gone.close()
+    _produce(broker.bootstrap, name, [b"x"])
+    assert other.poll(1) == [(0, 0, 1)]
+    other.close()
 
 def test_a_fetch_answers_the_first_share_partition_loaded_without_waiting_for_the_others(broker):
     """Kafka's DelayedShareFetch completes when the first of its share-partitions finishes

@@ -78,12 +78,16 @@ class RawClient:
 
         return self.request(api_key, version, build(request_class(api_key, version), fields))
 
-    def request(self, api_key: int, version: int, body) -> object:
-        """Send a kio request entity and decode the kio response entity."""
+    def send(self, api_key: int, version: int, body) -> None:
+        """Send a kio request entity without reading the answer."""
         self.correlation_id += 1
         out = io.BytesIO()
         entity_writer(request_class(api_key, version))(out, body)
         self.send_frame(self.header(api_key, version, self.correlation_id) + out.getvalue())
+
+    def request(self, api_key: int, version: int, body) -> object:
+        """Send a kio request entity and decode the kio response entity."""
+        self.send(api_key, version, body)
         frame = self.recv_frame()
         if frame is None:
             raise ConnectionError("broker closed the connection")

@@ -93,10 +93,8 @@ class Partition:
             now = _now_ms()
             self.followers = {r: ReplicaState(last_caught_up_ms=now if r in isr else 0)
                               for r in replicas if r != self.node_id}
-        else:
-            for r in replicas:
-                if r != self.node_id:
-                    self.followers.setdefault(r, ReplicaState())
+        else:  # a replica a reassignment removed is forgotten, or its fetches would put it back in the ISR
+            self.followers = {r: self.followers.get(r) or ReplicaState() for r in replicas if r != self.node_id}
         self.maybe_increment_high_watermark()
         self.check_delayed()
         return new
@@ -125,6 +123,15 @@ class Partition:
         if not self.is_leader:
             raise KafkaError(ErrorCode.not_leader_or_follower,
                              f"this broker is not the leader of {self.topic}-{self.index}")
+
+    def check_follower(self, replica_id: int, current_leader_epoch: int) -> None:
+        """A fetch from a broker outside the assignment (one a reassignment removed, or one it
+        adds before this leader has seen the change) is refused so that it retries, as Kafka's
+        leader does."""
+        if replica_id not in self.followers:
+            code = ErrorCode.unknown_leader_epoch if current_leader_epoch >= 0 else ErrorCode.not_leader_or_follower
+            raise KafkaError(code, f"replica {replica_id} is not an assigned replica of {self.topic}-{self.index} "
+                                   f"in leader epoch {self.leader_epoch}")
 
     # --- leader: appends and acks=all -------------------------------------------------------------
 

@@ -407,10 +407,13 @@ class ReplicaManager:
         try:
             if state is None or state.leader != self.node_id or state.leader_epoch != part.leader_epoch:
                 return
-            new = replace(state, isr=isr, partition_epoch=state.partition_epoch + 1)
+            proposed = [r for r in isr if r in state.replicas]  # Kafka's controller refuses others
+            if sorted(proposed) == sorted(state.isr):
+                return
+            new = replace(state, isr=proposed, partition_epoch=state.partition_epoch + 1)
             written = await self.metadata.alter_partitions([(part.topic, part.index, new, state.mod_revision)])
             log.info("isr_changed" if written else "isr_change_refused", topic=part.topic,
-                     partition=part.index, isr=isr, before=state.isr, reason=reason,
+                     partition=part.index, isr=proposed, before=state.isr, reason=reason,
                      leader_epoch=part.leader_epoch)
         except Exception as exc:
             log.warning("isr_change_failed", topic=part.topic, partition=part.index, error=repr(exc))

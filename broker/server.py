@@ -146,7 +146,7 @@ class KafkaConnection(asyncio.Protocol):
 
     async def _process(self) -> None:
         try:
-            while not self.transport.is_closing():
+            while not (self.closed or self.transport.is_closing()):
                 if not self.frames:
                     self.wakeup.clear()
                     await self.wakeup.wait()

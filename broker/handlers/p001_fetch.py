@@ -129,6 +129,7 @@ def _read_all(ctx: RequestContext, request, version: int, isolation: int, unauth
                 part = rm.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
                 plog = part.log
                 if replica_id >= 0:
+                    part.check_follower(replica_id, getattr(fp, "current_leader_epoch", -1))
                     diverging = _diverging_epoch(plog, fp)
                     if diverging is not None:
                         parts.append((fp.partition, 0, plog.high_watermark, plog.last_stable_offset,

@@ -1,0 +1,44 @@
+"""The leader's view of its followers (broker.partition.Partition) across assignment changes."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from broker.partition import Partition
+from protocol.errors import ErrorCode, KafkaError
+from storage.log import Log, LogConfig
+
+
+@pytest.fixture
+def leader(tmp_path):
+    log, _ = Log.open(tmp_path / "t-0", "t", 0, LogConfig())
+    part = Partition("t", 0, uuid.uuid4(), log, node_id=2)
+    part.make_leader(leader_epoch=1, partition_epoch=1, replicas=[2, 3, 1], isr=[2, 1])
+    yield part
+    log.close()
+
+
+def test_a_caught_up_added_replica_is_proposed_for_the_isr(leader):
+    assert leader.update_follower_fetch_state(3, leader.log.log_end_offset, 1000) == [2, 1, 3]
+
+
+def test_a_replica_the_reassignment_removed_is_forgotten_and_its_fetches_refused(leader):
+    # The reassignment completes: same leader and leader epoch, a new partition epoch.
+    assert not leader.make_leader(leader_epoch=1, partition_epoch=2, replicas=[2, 3], isr=[2, 3])
+    assert set(leader.followers) == {3}
+    assert leader.update_follower_fetch_state(1, leader.log.log_end_offset, 1000) is None
+    with pytest.raises(KafkaError) as refused:
+        leader.check_follower(1, current_leader_epoch=1)
+    assert refused.value.code == ErrorCode.unknown_leader_epoch
+    with pytest.raises(KafkaError) as refused:
+        leader.check_follower(1, current_leader_epoch=-1)
+    assert refused.value.code == ErrorCode.not_leader_or_follower
+    leader.check_follower(3, current_leader_epoch=1)
+
+
+def test_a_follower_keeps_its_fetch_state_across_an_isr_change(leader):
+    leader.update_follower_fetch_state(3, leader.log.log_end_offset, 1000)
+    leader.make_leader(leader_epoch=1, partition_epoch=2, replicas=[2, 3, 1], isr=[2, 1, 3])
+    assert leader.followers[3].last_fetch_ms == 1000

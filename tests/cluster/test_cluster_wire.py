@@ -4,10 +4,13 @@ current leader, KIP-951), leader-epoch fencing, and a topic larger than one etcd
 from __future__ import annotations
 
 import datetime
+import socket
 import uuid
 
+import pytest
 from kio.schema.produce.v11.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
+from protocol import records as rb
 from protocol.errors import ErrorCode
 from tests.support.clients import create_topic
 from tests.support.cluster import describe, wait_for, wait_isr_complete
@@ -107,3 +110,34 @@ def test_a_topic_larger_than_one_etcd_transaction(cluster):
     assert sorted(parts) == list(range(300))
     assert all(len(replicas) == 2 for _, replicas, _ in parts.values())
     assert describe(cluster.bootstrap, topic)[299][0] >= 0
+
+
+def test_kip_1166_a_follower_behind_the_high_watermark_is_answered_at_once(cluster):
+    """Fetch v18: a follower whose high watermark is behind the leader's gets an answer at
+    once, even with no new data; one that is current long-polls until data arrives."""
+    from tests.integration.test_api_versions import batch, fetch, fetch_fields, produce_by_id, topic_id
+
+    topic = f"kip1166-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication_factor=3)
+    leader, replicas, _ = wait_isr_complete(cluster, topic)[0]
+    follower = next(r for r in replicas if r != leader)
+    with RawClient(cluster.node(leader).address, timeout=20) as c, \
+            RawClient(cluster.node(leader).address) as producer:
+        tid = topic_id(c, topic)
+        assert produce_by_id(producer, tid, batch()).responses[0].partition_responses[0].error_code == 0
+        wait_for(lambda: fetch(c, tid, 18).responses[0].partitions[0].high_watermark == 1, 30, "high watermark 1")
+
+        behind = fetch(c, tid, 18, offset=1, max_wait=60_000, min_bytes=1, replica_id=follower,
+                       high_watermark=0).responses[0].partitions[0]  # parked, it would outlast the socket timeout
+        assert (behind.error_code, behind.high_watermark, bytes(behind.records or b"")) == (0, 1, b"")
+
+        c.send_call(1, 18, fetch_fields(tid, offset=1, max_wait=60_000, min_bytes=1, replica_id=follower,
+                                        high_watermark=1))
+        c.sock.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            c.sock.recv(1, socket.MSG_PEEK)  # current: it waits for data
+        c.sock.settimeout(20)
+        assert produce_by_id(producer, tid, batch(), acks=1).responses[0].partition_responses[0].error_code == 0
+        current = c.receive(1, 18).responses[0].partitions[0]
+        assert current.error_code == 0
+        assert [h.base_offset for _, h in rb.iter_batches(bytes(current.records))] == [1]

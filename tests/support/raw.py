@@ -74,9 +74,14 @@ class RawClient:
 
     def call(self, api_key: int, version: int, fields: dict) -> object:
         """Like :meth:`request`, with the request given as a dict of kio field names."""
+        self.send_call(api_key, version, fields)
+        return self.receive(api_key, version)
+
+    def send_call(self, api_key: int, version: int, fields: dict) -> None:
+        """Like :meth:`send`, with the request given as a dict of kio field names."""
         from protocol.codec import build
 
-        return self.request(api_key, version, build(request_class(api_key, version), fields))
+        self.send(api_key, version, build(request_class(api_key, version), fields))
 
     def send(self, api_key: int, version: int, body) -> None:
         """Send a kio request entity without reading the answer."""
@@ -88,6 +93,10 @@ class RawClient:
     def request(self, api_key: int, version: int, body) -> object:
         """Send a kio request entity and decode the kio response entity."""
         self.send(api_key, version, body)
+        return self.receive(api_key, version)
+
+    def receive(self, api_key: int, version: int) -> object:
+        """Read and decode the answer to the last request sent."""
         frame = self.recv_frame()
         if frame is None:
             raise ConnectionError("broker closed the connection")

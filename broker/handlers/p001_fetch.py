@@ -16,7 +16,9 @@ Behavior:
 - A follower's fetch (replica id >= 0) reads up to the log end offset, records the follower's
   position (which may advance the high watermark and expand the ISR) and, when its
   ``last_fetched_epoch`` ends below the fetch offset in our leader-epoch cache, answers with
-  ``diverging_epoch`` and no records so the follower truncates (KIP-320).
+  ``diverging_epoch`` and no records so the follower truncates (KIP-320). A fetch from a
+  broker outside the partition's assignment gets UNKNOWN_LEADER_EPOCH (NOT_LEADER_OR_FOLLOWER
+  when it names no leader epoch) so that it retries, as Kafka's leader answers.
 - A follower that tells its high watermark (v18) and is behind ours is answered at once
   instead of long-polling, so the advanced high watermark reaches it without waiting for data.
 - With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION on the

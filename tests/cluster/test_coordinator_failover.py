@@ -315,8 +315,6 @@ def test_offset_commit_in_flight_when_its_client_disconnects_still_completes(hea
     Before, the abandoned commit stayed pending and every later require_stable OffsetFetch
     answered UNSTABLE_OFFSET_COMMIT, so a consumer rejoining after a network outage never got
     its committed offsets (librdkafka's 0049-consume_conn_close)."""
-    from protocol.api import request_class
-    from protocol.codec import build
     from protocol.errors import ErrorCode
     from tests.integration.test_txn_coordinator import committed
     from tests.support.raw import RawClient
@@ -328,19 +326,18 @@ def test_offset_commit_in_flight_when_its_client_disconnects_still_completes(hea
     node = coordinator_node(cluster, group, GROUP)
     wait_internal_isr_complete(cluster)  # so the follower paused below is in the ISR
     follower = cluster.node(next(n for n in cluster.nodes if n != node))
-    commit = build(request_class(8, 8), {
+    commit = {
         "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
         "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 42,
-                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
     with RawClient(cluster.node(node).address) as observer:
         follower.pause()  # acks=all now waits for it: the commit stays in flight
         try:
             with RawClient(cluster.node(node).address) as client:
-                client.send(8, 8, commit)
+                client.send_call(8, 8, commit)
                 wait_for(lambda: committed(observer, group, topic)[0] == ErrorCode.unstable_offset_commit, 10,
                          "the commit in flight (UNSTABLE_OFFSET_COMMIT)")
         finally:
             follower.resume()
         assert wait_for(lambda: committed(observer, group, topic) == (0, 42), 60,
                         "the commit to complete after its client left") is True
-

@@ -10,8 +10,6 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol.api import request_class
-from protocol.codec import build
 from protocol.errors import ErrorCode
 from tests.support.raw import RawClient
 
@@ -168,15 +166,16 @@ def test_a_fetch_left_waiting_by_a_closed_connection_acquires_nothing(broker, sh
     name, topic_id = share_topic
     group = f"g-{uuid.uuid4().hex[:8]}"
     gone, other = _member(broker, topic_id, group), _member(broker, topic_id, group)
-    gone.client.send(78, 2, build(request_class(78, 2), {
+    gone.client.send_call(78, 2, {
         "group_id": group, "member_id": gone.member_id, "share_session_epoch": gone.epoch, "max_wait": 10000,
         "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500, "topics": [],
-        "forgotten_topics_data": []}))
+        "forgotten_topics_data": []})
     time.sleep(0.2)  # let the broker take up the long poll (were it still queued, it would be dropped)
     gone.close()
     _produce(broker.bootstrap, name, [b"x"])
     assert other.poll(1) == [(0, 0, 1)]
     other.close()
+
 
 def test_a_fetch_answers_the_first_share_partition_loaded_without_waiting_for_the_others(broker):
     """Kafka's DelayedShareFetch completes when the first of its share-partitions finishes

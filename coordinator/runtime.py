@@ -28,6 +28,13 @@ LOAD_ATTEMPTS = 3
 T = TypeVar("T")
 
 
+def fault_points(value: object) -> dict[str, str]:
+    """The internal ``test.fault.points`` config, ``name[:argument],...``, as {name: argument}:
+    points where a test makes a coordinator hold an operation, as a slow ISR or a pause would."""
+    return {name: arg for name, _, arg in (f.strip().partition(":") for f in str(value or "").split(","))
+            if name}
+
+
 class PartitionOwnership:
     """The internal-topic partitions a coordinator loads or owns, each with its epoch."""
 

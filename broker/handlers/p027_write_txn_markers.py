@@ -9,7 +9,10 @@ Behavior:
 - Per partition: UNKNOWN_TOPIC_OR_PARTITION if not hosted here; INVALID_PRODUCER_EPOCH for
   an older producer epoch; TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
 - Markers on ``__consumer_offsets`` partitions make the group coordinator materialize
-  (COMMIT) or drop (ABORT) the producer's pending transactional offsets.
+  (COMMIT) or drop (ABORT) the producer's pending transactional offsets; a COMMIT applies
+  only offsets written at its own producer epoch. Until the group coordinator has loaded the
+  partition the marker is refused with NOT_LEADER_OR_FOLLOWER (Kafka 4 translates its
+  runtime's load errors so), which the transaction coordinator retries.
 - Appended with acks=all, as Kafka does: the answer waits until each marker is replicated to
   the ISR (REQUEST_TIMED_OUT after request.timeout.ms); a partition led elsewhere answers
   NOT_LEADER_OR_FOLLOWER.
@@ -44,11 +47,14 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
             parts = []
             for index in t.partition_indexes:
                 try:
+                    offsets = broker.group_coordinator if t.name == OFFSETS_TOPIC else None
+                    if offsets is not None and not offsets.accepts_txn_markers(index):
+                        raise KafkaError(ErrorCode.not_leader_or_follower)
                     info = rm.append_marker(t.name, index, marker.producer_id, marker.producer_epoch,
                                             marker.coordinator_epoch, marker.transaction_result)
-                    if t.name == OFFSETS_TOPIC and broker.group_coordinator is not None:
-                        broker.group_coordinator.complete_txn_offset_commits(
-                            index, marker.producer_id, marker.transaction_result)
+                    if offsets is not None:  # no await since the append: the same partition state
+                        offsets.complete_txn_offset_commits(index, marker.producer_id,
+                                                            marker.transaction_result, marker.producer_epoch)
                     parts.append({"partition_index": index, "error_code": 0})
                     waiter = rm.delayed_produce(t.name, index, info.last_offset + 1)
                     if waiter is not None:

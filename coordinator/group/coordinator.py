@@ -23,7 +23,11 @@ Transactional offset commits (extension point): ``txn_offset_commit`` validates 
 the offsets in a transactional batch (producer id/epoch) and parks them in
 ``GroupMetadata.pending_txn_offsets``; when the COMMIT/ABORT marker lands on an
 ``__consumer_offsets`` partition, whoever writes it calls ``complete_txn_offset_commits``.
-Loading already applies markers found in the log.
+Loading already applies markers found in the log, and no marker lands while a partition loads
+(:meth:`accepts_txn_markers`). The marker may land before a TxnOffsetCommit's own append has
+been replicated (its producer fenced by a new incarnation meanwhile): the append's completion
+then finds its entry gone and leaves it so, as Kafka's ``onTxnOffsetCommitAppend`` does, and a
+COMMIT applies only offsets written at its own producer epoch.
 
 KIP-848 consumer groups (:mod:`.consumer_coordinator`) share this coordinator's partitions,
 offsets and loading: a group id is either a classic group or a consumer group
@@ -46,7 +50,7 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 
-from ..runtime import PartitionOwnership, append_error, error_name, load_with_retry
+from ..runtime import PartitionOwnership, append_error, error_name, fault_points, load_with_retry
 from .consumer_coordinator import ConsumerGroupCoordinator
 from .extension import GroupTypeOwner
 from .loader import LoadedPartition, read_offsets_partition
@@ -63,6 +67,8 @@ from .services import GroupServices
 from .state import GroupMetadata, GroupState, MemberMetadata, OffsetAndMetadata, now_ms
 
 LOAD_PROGRESS_INTERVAL_S = 2.0  # a long load reports progress this often, not per partition
+
+TXN_OFFSETS_DELAY_FAULT = "group.txn.offsets.delay"
 
 log = structlog.get_logger("coordinator.group")
 
@@ -104,9 +110,9 @@ class _DelayedJoin:
     remaining_ms: int = 0
 
 
-def _to_offset(value: OffsetCommitValue, log_offset: int | None) -> OffsetAndMetadata:
+def _to_offset(value: OffsetCommitValue, log_offset: int | None, producer_epoch: int = -1) -> OffsetAndMetadata:
     return OffsetAndMetadata(value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
-                             value.expire_timestamp, log_offset)
+                             value.expire_timestamp, log_offset, producer_epoch)
 
 
 class GroupCoordinator:
@@ -328,9 +334,9 @@ class GroupCoordinator:
             offsets_by_group.setdefault(key.group, {})[(key.topic, key.partition)] = _to_offset(value, log_offset)
         pending_by_group: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         for producer_id, entries in loaded.pending_txn.items():
-            for key, (log_offset, value) in entries.items():
+            for key, (log_offset, value, producer_epoch) in entries.items():
                 pending_by_group.setdefault(key.group, {}).setdefault(producer_id, {})[
-                    (key.topic, key.partition)] = _to_offset(value, log_offset)
+                    (key.topic, key.partition)] = _to_offset(value, log_offset, producer_epoch)
         count = 0
         for group_id, consumer_group in self.consumer.build_loaded(loaded.consumer_records).items():
             group = GroupMetadata(group_id)
@@ -1024,17 +1030,33 @@ class GroupCoordinator:
             return {tp: error for tp in offsets}
         return await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
 
-    def complete_txn_offset_commits(self, offsets_partition: int, producer_id: int, is_commit: bool) -> None:
-        """A COMMIT/ABORT marker for ``producer_id`` landed on ``offsets_partition``
-        (Kafka's ``scheduleHandleTxnCompletion``): apply or drop its pending offsets."""
+    def accepts_txn_markers(self, offsets_partition: int) -> bool:
+        """Whether a marker may land on ``offsets_partition`` now: only once it is loaded here.
+
+        A marker appended while the partition loads would sit past what the load read, and
+        its completion would find none of the loaded groups: the aborted transaction's offsets
+        would stay pending until the producer id's next COMMIT. Kafka 4 refuses the marker
+        (its runtime's COORDINATOR_LOAD_IN_PROGRESS, sent back as NOT_LEADER_OR_FOLLOWER) and
+        the transaction coordinator retries it."""
+        return self.ownership.status(offsets_partition) == 0
+
+    def complete_txn_offset_commits(self, offsets_partition: int, producer_id: int, is_commit: bool,
+                                    producer_epoch: int = -1) -> None:
+        """A COMMIT/ABORT marker for ``producer_id`` at ``producer_epoch`` landed on
+        ``offsets_partition`` (Kafka's ``scheduleHandleTxnCompletion``): apply or drop its
+        pending offsets."""
         n = self._num_partitions()
         if n is None:
             return
         for group in self.groups.values():
             if partition_for(group.group_id, n) == offsets_partition and producer_id in group.pending_txn_offsets:
-                count = group.complete_pending_txn_offset_commit(producer_id, is_commit)
+                count, discarded = group.complete_pending_txn_offset_commit(producer_id, is_commit, producer_epoch)
                 log.info("txn_offsets_completed", group=group.group_id, producer_id=producer_id,
-                         committed=is_commit, partitions=count)
+                         producer_epoch=producer_epoch, committed=is_commit, partitions=count)
+                if discarded:
+                    log.warning("txn_offsets_discarded", group=group.group_id, producer_id=producer_id,
+                                producer_epoch=producer_epoch, partitions=discarded,
+                                reason="not written by the committed transaction")
 
     async def _store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
                              *, producer_id: int = NO_PRODUCER_ID,
@@ -1049,6 +1071,7 @@ class GroupCoordinator:
                 results[tp] = ErrorCode.offset_metadata_too_large
                 continue
             commit.commit_timestamp = now
+            commit.producer_epoch = producer_epoch
             valid[tp] = commit
         if not valid:
             return results
@@ -1063,6 +1086,8 @@ class GroupCoordinator:
             group.prepare_offset_commit(valid)
         error, base_offset = await self._append(group.group_id, records, producer_id=producer_id,
                                                 producer_epoch=producer_epoch, transactional=transactional)
+        if transactional and not error:
+            await self._txn_offsets_delay_fault_point()
         if error:
             log.warning("offset_commit_append_failed", group=group.group_id, error=error_name(error))
         for tp, commit in valid.items():
@@ -1075,11 +1100,22 @@ class GroupCoordinator:
                 continue
             commit.log_offset = base_offset
             if transactional:
-                group.on_txn_offset_commit_append(producer_id, tp, commit)
+                if not group.on_txn_offset_commit_append(producer_id, tp, commit):
+                    log.info("txn_offset_commit_completed_after_its_transaction", group=group.group_id,
+                             producer_id=producer_id, producer_epoch=producer_epoch, topic=tp[0],
+                             partition=tp[1], log_offset=base_offset)
             else:
                 group.on_offset_commit_append(tp, commit)
             results[tp] = 0
         return results
+
+    async def _txn_offsets_delay_fault_point(self) -> None:
+        """Test fault point ``group.txn.offsets.delay:<ms>``: a TxnOffsetCommit's append
+        completes that much later, as when a paused follower holds the high watermark."""
+        delay_ms = int(fault_points(self.s.config("test.fault.points")).get(TXN_OFFSETS_DELAY_FAULT) or 0)
+        if delay_ms:
+            log.warning("txn_offsets_delayed_by_fault_point", seconds=delay_ms / 1000)
+            await asyncio.sleep(delay_ms / 1000)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
                       require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1

@@ -3,7 +3,8 @@
 Owns the pure part of Kafka's ``GroupMetadataManager.doLoadGroupsAndOffsets``: read every batch
 of one partition log from its start, last value per key wins, tombstones delete, and offsets
 written inside a transaction wait for their producer's COMMIT/ABORT marker (a committed one
-replaces a plain commit only if it sits later in the log). No state and no event loop, so it
+replaces a plain commit only if it sits later in the log; a COMMIT applies only offsets written
+at its own producer epoch, as the live completion does). No state and no event loop, so it
 runs in a worker thread; :class:`~coordinator.group.coordinator.GroupCoordinator` turns the
 result into groups.
 """
@@ -38,7 +39,8 @@ class LoadedPartition:
     offsets: dict[OffsetCommitKey, tuple[int, OffsetCommitValue]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
-    pending_txn: dict[int, dict[OffsetCommitKey, tuple[int, OffsetCommitValue]]] = \
+    # producer id -> key -> (log offset, value, producer epoch), until the producer's marker
+    pending_txn: dict[int, dict[OffsetCommitKey, tuple[int, OffsetCommitValue, int]]] = \
         field(default_factory=dict)
     # Records of the other group types (share groups, ...), in log order, for their owners.
     other_records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
@@ -66,7 +68,9 @@ def read_offsets_partition(plog: Log) -> LoadedPartition:
                 control_type = struct.unpack_from(">h", records[0].key, 2)[0]
                 pending = out.pending_txn.pop(header.producer_id, {})
                 if control_type == CONTROL_COMMIT:
-                    for key, (log_offset, value) in pending.items():
+                    for key, (log_offset, value, producer_epoch) in pending.items():
+                        if producer_epoch < header.producer_epoch:
+                            continue  # an earlier transaction's (as GroupMetadata's completion)
                         current = out.offsets.get(key)
                         if current is None or current[0] < log_offset:
                             out.offsets[key] = (log_offset, value)
@@ -84,7 +88,7 @@ def read_offsets_partition(plog: Log) -> LoadedPartition:
                     if value is None:
                         pending.pop(key, None)
                     else:
-                        pending[key] = (header.base_offset, value)
+                        pending[key] = (header.base_offset, value, header.producer_epoch)
                 elif value is None:
                     out.offsets.pop(key, None)
                     # As Kafka 4's replay: a plain tombstone also drops the key's pending

@@ -65,7 +65,9 @@ def now_ms() -> int:
 @dataclass(slots=True)
 class OffsetAndMetadata:
     """A committed offset; ``log_offset`` is where its record sits in __consumer_offsets
-    (None while the append is in flight), used to order transactional against plain commits."""
+    (None while the append is in flight), used to order transactional against plain commits;
+    ``producer_epoch`` is the epoch of the transactional batch that wrote it (-1 for a plain
+    commit), so that a marker completes only its own transaction's offsets."""
 
     offset: int
     leader_epoch: int = -1
@@ -73,6 +75,7 @@ class OffsetAndMetadata:
     commit_timestamp: int = -1
     expire_timestamp: int = -1
     log_offset: int | None = None
+    producer_epoch: int = -1
 
 
 @dataclass(slots=True, eq=False)
@@ -394,9 +397,17 @@ class GroupMetadata:
         self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
 
     def on_txn_offset_commit_append(self, producer_id: int, tp: tuple[str, int],
-                                    commit: OffsetAndMetadata) -> None:
-        """Loading, or the append of a prepared one completed (its log_offset is now set)."""
-        self.pending_txn_offsets.setdefault(producer_id, {})[tp] = commit
+                                    commit: OffsetAndMetadata) -> bool:
+        """The append of a prepared transactional offset completed: True if ``commit`` is still
+        the pending entry (its ``log_offset`` is now known), False if it no longer is.
+
+        As Kafka's ``onTxnOffsetCommitAppend``, an entry is only ever updated, never
+        re-created: while the append waited for the ISR, the transaction's ABORT marker may
+        have landed (a new incarnation fenced the producer) and dropped it, or a later commit
+        may have replaced it. Putting it back would let the producer id's next COMMIT make the
+        aborted transaction's offsets the group's (a lost write)."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        return pending is not None and pending.get(tp) is commit
 
     def fail_pending_txn_offset_commit(self, producer_id: int, tp: tuple[str, int],
                                        commit: OffsetAndMetadata) -> None:
@@ -406,21 +417,30 @@ class GroupMetadata:
             if not pending:
                 del self.pending_txn_offsets[producer_id]
 
-    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> int:
-        """The marker for ``producer_id`` landed: apply (commit) or drop (abort) its offsets.
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool,
+                                           producer_epoch: int = -1) -> tuple[int, int]:
+        """The marker for ``producer_id`` (at ``producer_epoch``, -1: unknown) landed: apply
+        (commit) or drop (abort) its offsets; (offsets applied or dropped, offsets discarded).
 
         A transactional offset only replaces a plain commit written after it in the log if it
-        is newer there (Kafka's ``CommitRecordMetadataAndOffset.olderThan``); one whose own
-        append never completed is not applied.
+        is newer there (Kafka's ``CommitRecordMetadataAndOffset.olderThan``). Discarded on a
+        COMMIT, because they are not the committed transaction's: one whose own append never
+        completed, and one written at an older producer epoch than the marker's (a transaction
+        of an earlier incarnation whose marker never reached this partition: committing it
+        would publish offsets whose records were never written).
         """
         pending = self.pending_txn_offsets.pop(producer_id, None)
         if not pending:
-            return 0
-        if is_commit:
-            for tp, commit in pending.items():
-                if commit.log_offset is not None:
-                    self.on_offset_commit_append(tp, commit)
-        return len(pending)
+            return 0, 0
+        if not is_commit:
+            return len(pending), 0
+        applied = 0
+        for tp, commit in pending.items():
+            if commit.log_offset is None or 0 <= commit.producer_epoch < producer_epoch:
+                continue
+            self.on_offset_commit_append(tp, commit)
+            applied += 1
+        return applied, len(pending) - applied
 
     def has_pending_offset_commits(self, tp: tuple[str, int]) -> bool:
         return tp in self.pending_offset_commits or any(tp in o for o in self.pending_txn_offsets.values())

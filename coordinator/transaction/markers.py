@@ -39,7 +39,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import error_name
+from ..runtime import error_name, fault_points
 from .services import TxnServices, cancel_and_wait
 from .state import TransactionMetadata, TxnState, TxnTransitMetadata
 from .state_manager import TXN_TOPIC, TransactionStateManager
@@ -90,7 +90,7 @@ class TransactionMarkerChannel:
         self.wakeups: dict[int, asyncio.Event] = {}
         self.senders: dict[int, asyncio.Task] = {}
         self.tasks: set[asyncio.Task] = set()
-        faults = dict(f.strip().partition(":")[::2] for f in str(self.s.config("test.fault.points") or "").split(","))
+        faults = fault_points(self.s.config("test.fault.points"))
         self.paused = PAUSE_FAULT in faults
         self.end_txn_delay_s = int(faults.get(DELAY_FAULT) or 0) / 1000
 

@@ -353,3 +353,34 @@ def test_offsets_commit_with_the_transaction(broker, topic):
         assert end_txn(c, txn, pid, epoch, True) == 0
         wait_state(c, txn, "CompleteCommit")
         assert committed(c, group, topic) == (0, 5)
+
+
+def test_offsets_of_a_fenced_transaction_stay_aborted_when_their_append_completes_late(own_broker, topic_name):
+    """Issue 18's lost write on a real broker: the TxnOffsetCommit's append is held (fault
+    point, as a paused follower holds the high watermark) while a new incarnation's
+    InitProducerId aborts the transaction; the append completes after the ABORT marker, and the
+    new incarnation's first COMMIT (same producer id, bumped epoch) must not commit the aborted
+    transaction's offsets."""
+    b = own_broker(**{"test.fault.points": "group.txn.offsets.delay:3000"})
+    create_topic(b.bootstrap, topic_name, 1)
+    txn, group = f"{topic_name}-txn", f"{topic_name}-group"
+    with RawClient(b.bootstrap, timeout=30) as old_client, RawClient(b.bootstrap, timeout=30) as c:
+        old = init_pid(old_client, txn)
+        old_client.call(10, 3, {"key": group, "key_type": 0})
+        assert old_client.call(25, 3, {"transactional_id": txn, "producer_id": old.producer_id,
+                                       "producer_epoch": old.producer_epoch, "group_id": group}).error_code == 0
+        old_client.send_call(28, 3, {
+            "transactional_id": txn, "group_id": group, "producer_id": old.producer_id,
+            "producer_epoch": old.producer_epoch, "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic_name, "partitions": [{"partition_index": 0, "committed_offset": 7200,
+                                                             "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        new = init_pid(c, txn)
+        assert new.error_code == 0 and new.producer_id == old.producer_id
+        assert new.producer_epoch > old.producer_epoch
+        held = old_client.receive(28, 3)  # completes after the ABORT marker
+        assert held.topics[0].partitions[0].error_code == 0
+        assert c.call(25, 3, {"transactional_id": txn, "producer_id": new.producer_id,
+                              "producer_epoch": new.producer_epoch, "group_id": group}).error_code == 0
+        assert end_txn(c, txn, new.producer_id, new.producer_epoch, True) == 0
+        wait_state(c, txn, "CompleteCommit")
+        assert committed(c, group, topic_name) == (0, -1)

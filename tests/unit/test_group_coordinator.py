@@ -447,3 +447,127 @@ async def test_offset_delete_drops_a_pending_transactional_offset_also_on_reload
         assert "txn" not in h.coordinator.groups or h.group("txn").offsets == {}
     finally:
         await h.stop()
+
+
+async def txn_offsets_waiting_for_replication(h: Harness, group: str, producer_id: int, producer_epoch: int,
+                                              offsets: dict) -> tuple[asyncio.Task, asyncio.Event]:
+    """A TxnOffsetCommit whose batch is in the leader's log but not yet replicated: the
+    append completes only when the returned event is set (a paused follower holds the HW)."""
+    services = h.coordinator.s
+    real_append_at = services.append_at
+    in_log, replicated = asyncio.Event(), asyncio.Event()
+
+    async def append_at(topic, partition, records, timeout_ms):
+        result = await real_append_at(topic, partition, records, timeout_ms)
+        in_log.set()
+        await replicated.wait()
+        return result
+
+    services.append_at = append_at
+    task = asyncio.create_task(h.coordinator.txn_offset_commit(
+        group_id=group, producer_id=producer_id, producer_epoch=producer_epoch, member_id="",
+        group_instance_id=None, generation_id=-1,
+        offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()}))
+    await asyncio.wait_for(in_log.wait(), 5)
+    services.append_at = real_append_at
+    return task, replicated
+
+
+def write_marker(h: Harness, group: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    """What WriteTxnMarkers does on a __consumer_offsets partition."""
+    p = h.coordinator.partition_for(group)
+    assert h.coordinator.accepts_txn_markers(p)
+    h.broker.replica_manager.append_marker(OFFSETS_TOPIC, p, producer_id, producer_epoch, 0, commit)
+    h.coordinator.complete_txn_offset_commits(p, producer_id, commit, producer_epoch)
+
+
+async def test_offsets_of_a_transaction_aborted_while_their_append_waited_are_never_committed(tmp_path):
+    """Issue 18's lost write, deterministically: the copier's TxnOffsetCommit (producer 1000,
+    epoch 3) is in the log but not replicated when a new incarnation's InitProducerId aborts the
+    transaction (ABORT at epoch 4); the append completes after the marker; the new
+    incarnation's first COMMIT (same producer id, epoch 5) must not commit those offsets,
+    neither in memory nor when the partition is loaded again."""
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    try:
+        h.create_topic("in", 2)
+        task, replicated = await txn_offsets_waiting_for_replication(h, "copier", 1000, 3, {("in", 1): 7200})
+        write_marker(h, "copier", 1000, 4, commit=False)
+        replicated.set()
+        assert await task == {("in", 1): 0}
+        assert not h.group("copier").has_pending_offset_commits(("in", 1))
+        assert h.coordinator.fetch_offsets("copier", [("in", 1)], require_stable=True)[1] == [(("in", 1), None, 0)]
+        write_marker(h, "copier", 1000, 5, commit=True)
+        assert h.coordinator.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
+    finally:
+        await h.stop()
+    h = await Harness(path).start()
+    try:
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+        assert h.coordinator.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
+    finally:
+        await h.stop()
+
+
+async def test_a_commit_marker_skips_offsets_an_older_epoch_left_pending_in_memory_and_on_load(tmp_path):
+    """Offsets of epoch 1 whose transaction's marker never reached this partition are not
+    part of epoch 2's committed transaction: discarded live, and skipped by the load."""
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    try:
+        h.create_topic("in", 2)
+        for epoch, offsets in ((1, {("in", 0): 10}), (2, {("in", 1): 20})):
+            r = await h.coordinator.txn_offset_commit(
+                group_id="g", producer_id=7, producer_epoch=epoch, member_id="", group_instance_id=None,
+                generation_id=-1, offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()})
+            assert r == dict.fromkeys(offsets, 0)
+        write_marker(h, "g", 7, 2, commit=True)
+        assert {tp: c.offset for tp, c in h.group("g").offsets.items()} == {("in", 1): 20}
+    finally:
+        await h.stop()
+    h = await Harness(path).start()
+    try:
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+        assert {tp: c.offset for tp, c in h.group("g").offsets.items()} == {("in", 1): 20}
+        assert not h.group("g").pending_txn_offsets
+    finally:
+        await h.stop()
+
+
+async def test_markers_are_refused_while_the_offsets_partition_loads(tmp_path):
+    """A marker appended past what the load read would find none of the loaded groups: the
+    WriteTxnMarkers handler refuses it (NOT_LEADER_OR_FOLLOWER, retried) until loaded."""
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    h.create_topic("t", 1)
+    await h.commit("g", -1, "", {("t", 0): 1})
+    await h.stop()
+    h = Harness(path)
+    gate = threading.Event()
+    real_read = coordinator_module.read_offsets_partition
+
+    def slow_read(plog):
+        gate.wait(10)
+        return real_read(plog)
+
+    coordinator_module.read_offsets_partition = slow_read
+    try:
+        await h.start()
+        p = h.coordinator.partition_for("g")
+        assert not h.coordinator.accepts_txn_markers(p)
+        gate.set()
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+        assert h.coordinator.accepts_txn_markers(p)
+    finally:
+        coordinator_module.read_offsets_partition = real_read
+        gate.set()
+        await h.stop()

@@ -126,17 +126,70 @@ def test_static_member_replacement_keeps_leadership():
     assert group.leader_id == "a-2" and group.static_members == {"i-a": "a-2"} and group.has("a-2")
 
 
+def appended_txn_offset(group: GroupMetadata, producer_id: int, tp, offset: int, log_offset: int,
+                        producer_epoch: int = 0):
+    """A TxnOffsetCommit as the coordinator stores one: prepared, then its append completes."""
+    from coordinator.group.state import OffsetAndMetadata
+
+    commit = OffsetAndMetadata(offset, producer_epoch=producer_epoch)
+    group.prepare_txn_offset_commit(producer_id, {tp: commit})
+    commit.log_offset = log_offset
+    return commit, group.on_txn_offset_commit_append(producer_id, tp, commit)
+
+
 def test_transactional_offsets_apply_on_commit_only_if_newer_in_the_log():
     from coordinator.group.state import OffsetAndMetadata
 
     group = GroupMetadata("g")
-    group.on_txn_offset_commit_append(7, ("t", 0), OffsetAndMetadata(10, log_offset=5))
-    group.on_txn_offset_commit_append(7, ("t", 1), OffsetAndMetadata(11, log_offset=5))
+    appended_txn_offset(group, 7, ("t", 0), 10, log_offset=5)
+    appended_txn_offset(group, 7, ("t", 1), 11, log_offset=5)
     group.on_offset_commit_append(("t", 1), OffsetAndMetadata(99, log_offset=6))
     assert group.has_pending_offset_commits(("t", 0))
-    group.complete_pending_txn_offset_commit(7, is_commit=True)
+    assert group.complete_pending_txn_offset_commit(7, is_commit=True, producer_epoch=0) == (2, 0)
     assert group.offsets[("t", 0)].offset == 10
     assert group.offsets[("t", 1)].offset == 99  # the plain commit came later in the log
-    group.on_txn_offset_commit_append(8, ("t", 0), OffsetAndMetadata(20, log_offset=9))
+    appended_txn_offset(group, 8, ("t", 0), 20, log_offset=9)
     group.complete_pending_txn_offset_commit(8, is_commit=False)
     assert group.offsets[("t", 0)].offset == 10 and not group.pending_txn_offsets
+
+
+def test_an_append_completing_after_the_abort_marker_does_not_revive_its_offsets():
+    """Issue 18's lost write: the ABORT (a new incarnation fenced the producer) landed while the
+    TxnOffsetCommit's append waited for the ISR; the same producer id's next COMMIT must not
+    make the aborted transaction's offsets the group's."""
+    from coordinator.group.state import OffsetAndMetadata
+
+    group = GroupMetadata("g")
+    commit = OffsetAndMetadata(7200, producer_epoch=3)
+    group.prepare_txn_offset_commit(1000, {("in", 1): commit})
+    group.complete_pending_txn_offset_commit(1000, is_commit=False, producer_epoch=4)
+    commit.log_offset = 41  # the append completes after the marker
+    assert group.on_txn_offset_commit_append(1000, ("in", 1), commit) is False
+    assert not group.has_pending_offset_commits(("in", 1))
+    group.complete_pending_txn_offset_commit(1000, is_commit=True, producer_epoch=5)
+    assert ("in", 1) not in group.offsets
+
+
+def test_an_append_completing_after_a_later_commit_replaced_it_keeps_the_later_one():
+    from coordinator.group.state import OffsetAndMetadata
+
+    group = GroupMetadata("g")
+    first = OffsetAndMetadata(100, producer_epoch=0)
+    group.prepare_txn_offset_commit(1, {("t", 0): first})
+    second, kept = appended_txn_offset(group, 1, ("t", 0), 200, log_offset=12)
+    assert kept
+    first.log_offset = 11
+    assert group.on_txn_offset_commit_append(1, ("t", 0), first) is False
+    group.complete_pending_txn_offset_commit(1, is_commit=True, producer_epoch=0)
+    assert group.offsets[("t", 0)] is second
+
+
+def test_a_commit_marker_applies_only_offsets_of_its_own_producer_epoch():
+    """Offsets left pending by an earlier incarnation's transaction (its marker never reached
+    this partition) are not the committed transaction's: they are discarded, not applied."""
+    group = GroupMetadata("g")
+    appended_txn_offset(group, 5, ("t", 0), 10, log_offset=3, producer_epoch=1)
+    appended_txn_offset(group, 5, ("t", 1), 20, log_offset=4, producer_epoch=2)
+    assert group.complete_pending_txn_offset_commit(5, is_commit=True, producer_epoch=2) == (1, 1)
+    assert ("t", 0) not in group.offsets and group.offsets[("t", 1)].offset == 20
+    assert not group.pending_txn_offsets

@@ -61,10 +61,12 @@ class BrokerCoordinatorServices:
         the flush policy asks), else the error code."""
         return (await self.append_at(topic, partition, records, timeout_ms))[0]
 
-    async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> tuple[int, int]:
+    async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int, *,
+                        verification_guard: object | None = None) -> tuple[int, int]:
         """:meth:`append`, with the batch's base offset: (0, base offset) or (error, -1)."""
         try:
-            info = await self.broker.replica_manager.append_replicated(topic, partition, records, timeout_ms)
+            info = await self.broker.replica_manager.append_replicated(
+                topic, partition, records, timeout_ms, verification_guard=verification_guard)
         except KafkaError as exc:
             return exc.code, -1
         except Exception:

@@ -28,6 +28,7 @@ import structlog
 
 from coordinator.controller.controller import assign_replicas
 from coordinator.controller.metadata import NO_LEADER, MetadataCache, TopicState
+from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import AppendInfo, Log
 from storage.log_manager import LogManager
@@ -334,9 +335,21 @@ class ReplicaManager:
             return None
         return part.delayed_produce(next_offset, self.min_isr(topic))
 
+    def check_verification(self, topic: str, partition: int, records: bytes, guard: object) -> None:
+        """INVALID_TXN_STATE if the batch would start a transaction whose verification guard
+        a marker cleared while the verification waited (KIP-890 part 1)."""
+        self.get(topic, partition).log.producer_state.check_verification(rb.parse_header(records), guard)
+
+    def start_verification(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> object | None:
+        """A verification guard for ``producer_id``'s transaction on a partition led here."""
+        part = self.partitions.get((topic, partition))
+        return None if part is None else part.log.producer_state.start_verification(producer_id, producer_epoch)
+
     async def append_replicated(self, topic: str, partition: int, records: bytes, timeout_ms: int,
-                                *, client: bool = False) -> AppendInfo:
+                                *, client: bool = False, verification_guard: object | None = None) -> AppendInfo:
         """An acks=all append for coordinators: returns once replicated, else raises."""
+        if verification_guard is not None:
+            self.check_verification(topic, partition, records, verification_guard)
         info = self.append(topic, partition, records, client=client, acks=-1)
         waiter = self.delayed_produce(topic, partition, info.last_offset + 1)
         if waiter is not None:

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
+
+from coordinator.runtime import fault_points
 
 from .coordinator_services import BrokerCoordinatorServices
 from .network_client import NetworkClient
 from .txn_verification import AddPartitionsToTxnManager
+
+VERIFICATION_DELAY_FAULT = "txn.verification.delay"
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -51,8 +56,18 @@ class BrokerTxnServices(BrokerCoordinatorServices):
         if code:
             return {tp: code for tp in partitions}
         if node == self.node_id:
-            return await coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-        return await self.verifier.verify(node, transactional_id, producer_id, producer_epoch, partitions)
+            result = await coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        else:
+            result = await self.verifier.verify(node, transactional_id, producer_id, producer_epoch, partitions)
+        await self._verification_delay_fault_point()
+        return result
+
+    async def _verification_delay_fault_point(self) -> None:
+        """Test fault point ``txn.verification.delay:<ms>``: the answer reaches the append that
+        much later, as a slow coordinator link would deliver it (a marker can land meanwhile)."""
+        delay_ms = int(fault_points(self.broker.config.get("test.fault.points")).get(VERIFICATION_DELAY_FAULT) or 0)
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000)
 
     async def send_request(self, node_id: int, api_key: int, api_version: int, request: Any) -> Any:
         return await self.client.send_request(node_id, api_key, api_version, request)

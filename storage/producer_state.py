@@ -15,6 +15,13 @@ counting a completed transaction until the high watermark passes its marker. Bat
 depend on the append's origin, as in Kafka: sequence checks for clients only, epoch checks
 for clients and the coordinators (markers, transactional offset commits), none for
 replication and recovery.
+
+Verification guards (Kafka's ``VerificationStateEntry``, KIP-890 part 1): a transactional batch
+that would start a transaction here is appended only after the transaction coordinator has
+confirmed the partition is in the producer's ongoing transaction. The confirmation is awaited;
+a marker may land meanwhile (the transaction ended), and the batch must then not open a new
+transaction nobody will end (or that a later COMMIT of the same epoch would adopt). So a guard
+is taken before the wait, any marker of the producer clears it, and the append requires it.
 """
 
 from __future__ import annotations
@@ -93,6 +100,8 @@ class ProducerStateManager:
         self.last_snapshot_offset = -1
         # Completed transactions whose marker is not yet below the high watermark.
         self.unreplicated_txns: list[CompletedTxn] = []
+        # producer id -> (epoch, guard) while a verification of its next transaction is out.
+        self.verification_guards: dict[int, tuple[int, object]] = {}
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -162,6 +171,26 @@ class ProducerStateManager:
         return (entry is None or entry.current_txn_first_offset < 0
                 or entry.producer_epoch != header.producer_epoch)
 
+    def start_verification(self, producer_id: int, producer_epoch: int) -> object:
+        """The guard a verification of ``producer_id``'s transaction holds while it waits
+        (Kafka's ``maybeCreateVerificationStateEntry``: one already out for the epoch is shared)."""
+        current = self.verification_guards.get(producer_id)
+        if current is not None and current[0] == producer_epoch:
+            return current[1]
+        guard = object()
+        self.verification_guards[producer_id] = (producer_epoch, guard)
+        return guard
+
+    def check_verification(self, header: rb.BatchHeader, guard: object) -> None:
+        """INVALID_TXN_STATE if the batch would start a transaction and ``guard`` is no longer
+        the producer's (a marker ended the transaction while its verification waited)."""
+        if not self.needs_verification(header):
+            return
+        current = self.verification_guards.get(header.producer_id)
+        if current is None or current[0] != header.producer_epoch or current[1] is not guard:
+            raise KafkaError(ErrorCode.invalid_txn_state,
+                             "The transaction ended while the partition was being verified")
+
     def update(self, header: rb.BatchHeader, control_type: int | None = None,
                coordinator_epoch: int = -1) -> CompletedTxn | None:
         """Record an appended batch (append path or recovery); a control batch (with its
@@ -177,6 +206,7 @@ class ProducerStateManager:
             entry.producer_epoch = header.producer_epoch
         entry.last_timestamp = header.max_timestamp
         if header.is_control:
+            self.verification_guards.pop(pid, None)
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
             first = entry.current_txn_first_offset
             entry.current_txn_first_offset = -1
@@ -185,6 +215,7 @@ class ProducerStateManager:
             return CompletedTxn(pid, first, header.base_offset, control_type == rb.CONTROL_ABORT)
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset
+            self.verification_guards.pop(pid, None)  # used: the transaction started here
         if header.base_sequence != rb.NO_SEQUENCE:
             entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
                                                header.last_offset, header.last_offset_delta,

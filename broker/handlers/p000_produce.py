@@ -17,7 +17,9 @@ Behavior:
   TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka's KafkaApis. Before a producer's first transactional append to a
   partition the transaction coordinator verifies that the partition is in its ongoing
   transaction (KIP-890 part 1, ``transaction.partition.verification.enable``); an unverified
-  append gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11). A non-transactional batch
+  append gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11), and so does one whose
+  transaction a marker ended while it was being verified (Kafka's verification guard: a
+  delayed batch never opens a transaction nobody will end). A non-transactional batch
   from a producer with an open transaction on the partition is INVALID_TXN_STATE.
 - acks=0/1 answer after the leader's append; acks=all (-1) first needs an ISR of at least
   ``min.insync.replicas`` (else NOT_ENOUGH_REPLICAS, nothing appended), then waits until the
@@ -69,7 +71,7 @@ async def handle_produce(ctx: RequestContext, request):
         return _whole_request_error(request, version, acks, ErrorCode.transactional_id_authorization_failed)
     names = [_topic_name(ctx, topic, version) for topic in request.topic_data]
     unauthorized = denied(ctx, AclOperation.WRITE, ResourceType.TOPIC, names)
-    verified = await _verify_transactional_partitions(ctx, request, names)
+    verified, guards = await _verify_transactional_partitions(ctx, request, names)
     results = []
     flush_targets = []
     delayed = []
@@ -90,6 +92,9 @@ async def handle_produce(ctx: RequestContext, request):
                 if failed:
                     raise KafkaError(failed, "Record was not part of an ongoing transaction"
                                      if failed == ErrorCode.invalid_txn_state else None)
+                guard = guards.get((name, pd.index))
+                if guard is not None:  # no await from here to the append
+                    rm.check_verification(name, pd.index, pd.records, guard)
                 info = rm.append(name, pd.index, pd.records, acks=acks)
                 base_offset, append_time, log_start = info.base_offset, info.log_append_time, info.log_start_offset
                 if rm.needs_flush(name, pd.index):
@@ -233,13 +238,18 @@ def _whole_request_error(request, version: int, acks: int, code: ErrorCode):
         for t in request.topic_data])
 
 
-async def _verify_transactional_partitions(ctx: RequestContext, request, names: list[str | None]) -> dict:
+async def _verify_transactional_partitions(ctx: RequestContext, request, names: list[str | None]
+                                          ) -> tuple[dict, dict]:
     """KIP-890 part 1: before a producer's first transactional append to a partition, ask the
     transaction coordinator whether the partition is in its ongoing transaction.
 
+    Each partition verified gets a verification guard before the wait (Kafka's
+    ``VerificationGuard``): a marker landing meanwhile clears it, and the append then fails
+    with INVALID_TXN_STATE instead of opening a transaction that already ended.
+
     The coordinator may be on another broker: then AddPartitionsToTxn v4 (verify_only) goes
     to it, batched per coordinator node (``broker/txn_verification.py``). Returns (topic, partition) -> error
-    code for the partitions that failed. Errors are mapped as Kafka maps them on the produce
+    code for the partitions that failed, and (topic, partition) -> guard. Errors are mapped as Kafka maps them on the produce
     path: PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE ->
     INVALID_TXN_STATE before Produce v11, and coordinator errors (NOT_COORDINATOR,
     COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS) ->
@@ -248,8 +258,9 @@ async def _verify_transactional_partitions(ctx: RequestContext, request, names: 
     broker = ctx.services
     coordinator = getattr(broker, "txn_coordinator", None)
     if coordinator is None or not broker.config["transaction.partition.verification.enable"]:
-        return {}
+        return {}, {}
     rm = broker.replica_manager
+    guards = {}
     pending: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for topic, name in zip(request.topic_data, names, strict=True):
         for pd in topic.partition_data:
@@ -264,16 +275,18 @@ async def _verify_transactional_partitions(ctx: RequestContext, request, names: 
             if part.log.producer_state.needs_verification(header):
                 pending.setdefault((header.producer_id, header.producer_epoch), []).append(
                     (name, pd.index))
+                guards[(name, pd.index)] = part.log.producer_state.start_verification(
+                    header.producer_id, header.producer_epoch)
     failed = {}
     if not pending:
-        return failed
+        return failed, guards
     for (producer_id, producer_epoch), partitions in pending.items():
         errors = await broker.txn_services.verify_partitions(request.transactional_id, producer_id,
                                                              producer_epoch, partitions)
         for tp, code in errors.items():
             if code:
                 failed[tp] = _produce_error(ErrorCode(code), ctx.api_version)
-    return failed
+    return failed, guards
 
 
 # Coordinator errors a producer does not know on Produce: retriable NOT_ENOUGH_REPLICAS, as Kafka.

@@ -9,7 +9,9 @@ Behavior:
   ``__consumer_offsets`` partition must be in the producer's transaction (AddOffsetsToTxn),
   else INVALID_TXN_STATE; a stale producer epoch is INVALID_PRODUCER_EPOCH. The transaction
   coordinator is asked where it is (AddPartitionsToTxn v4 verify_only to its broker);
-  while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable).
+  while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable). A marker that ends the
+  transaction while it is verified makes the append INVALID_TXN_STATE (Kafka's
+  verification guard): the offsets never join a transaction that already ended.
 - KIP-447 fencing (v3+): a stale generation gets ILLEGAL_GENERATION, an unknown member
   UNKNOWN_MEMBER_ID; for a KIP-848 consumer group any member epoch but the member's is
   ILLEGAL_GENERATION too (this API has no STALE_MEMBER_EPOCH).
@@ -31,26 +33,28 @@ from ..authorization import AclOperation, ResourceType, authorize, denied
 from ..server import RequestContext
 
 
-async def _verification_error(ctx: RequestContext, request) -> int:
+async def _verify(ctx: RequestContext, request) -> tuple[int, object | None]:
     """Kafka's verification of the group's offsets partition, errors as Kafka maps them for
-    TxnOffsetCommit; the transaction coordinator may be on another broker."""
+    TxnOffsetCommit; the transaction coordinator may be on another broker. Also the
+    verification guard taken before the wait, which the append then requires."""
     broker = ctx.services
     if not broker.config["transaction.partition.verification.enable"] or not request.transactional_id \
             or broker.group_coordinator.coordinator_error(request.group_id):
-        return 0  # (group errors first, as in Kafka: the group coordinator answers them)
+        return 0, None  # (group errors first, as in Kafka: the group coordinator answers them)
     try:
         tp = (OFFSETS_TOPIC, broker.group_coordinator.partition_for(request.group_id))
     except KafkaError:
-        return 0
+        return 0, None
+    guard = broker.replica_manager.start_verification(*tp, request.producer_id, request.producer_epoch)
     code = (await broker.txn_services.verify_partitions(request.transactional_id, request.producer_id,
                                                         request.producer_epoch, [tp]))[tp]
     if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
-        return ErrorCode.invalid_producer_epoch
+        return ErrorCode.invalid_producer_epoch, None
     if code in (ErrorCode.transaction_abortable, ErrorCode.invalid_txn_state):  # ABORTABLE only from v5
-        return ErrorCode.invalid_txn_state
+        return ErrorCode.invalid_txn_state, None
     if code in _RETRIABLE:
-        return ErrorCode.coordinator_not_available
-    return code
+        return ErrorCode.coordinator_not_available, None
+    return code, guard
 
 
 def _authorization_errors(ctx: RequestContext, request) -> tuple[int, set]:
@@ -71,8 +75,9 @@ _RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, Er
 @register(28, 0, 4)
 async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
     error, unauthorized = _authorization_errors(ctx, request)
+    guard = None
     if not error:
-        error = await _verification_error(ctx, request)
+        error, guard = await _verify(ctx, request)
     if error:
         errors: dict = {}
         default = error
@@ -84,7 +89,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
         errors = await ctx.services.group_coordinator.txn_offset_commit(
             group_id=request.group_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
             member_id=getattr(request, "member_id", ""), group_instance_id=getattr(request, "group_instance_id", None),
-            generation_id=getattr(request, "generation_id", -1), offsets=offsets)
+            generation_id=getattr(request, "generation_id", -1), offsets=offsets, verification_guard=guard)
         default = 0
         errors.update({(t.name, p.partition_index): ErrorCode.topic_authorization_failed
                        for t in request.topics if t.name in unauthorized for p in t.partitions})

@@ -1006,12 +1006,15 @@ class GroupCoordinator:
 
     async def txn_offset_commit(self, *, group_id: str, producer_id: int, producer_epoch: int,
                                 member_id: str, group_instance_id: str | None, generation_id: int,
-                                offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], int]:
-        """Kafka's ``handleTxnCommitOffsets`` (for the TxnOffsetCommit handler, a later task).
+                                offsets: dict[tuple[str, int], OffsetAndMetadata],
+                                verification_guard: object | None = None) -> dict[tuple[str, int], int]:
+        """Kafka's ``handleTxnCommitOffsets``.
 
         The offsets are appended in a transactional batch and stay pending (invisible to
         OffsetFetch, UNSTABLE_OFFSET_COMMIT with require_stable) until
-        :meth:`complete_txn_offset_commits` learns the outcome from the marker.
+        :meth:`complete_txn_offset_commits` learns the outcome from the marker. The handler's
+        KIP-890 ``verification_guard`` goes with the append (INVALID_TXN_STATE if the
+        transaction ended while it was verified).
         """
         error = self._validate_group_status(group_id, allow_empty=True)
         if error:
@@ -1028,7 +1031,8 @@ class GroupCoordinator:
                                                  transactional=True)
         if error:
             return {tp: error for tp in offsets}
-        return await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch)
+        return await self._store_offsets(group, offsets, producer_id=producer_id, producer_epoch=producer_epoch,
+                                         verification_guard=verification_guard)
 
     def accepts_txn_markers(self, offsets_partition: int) -> bool:
         """Whether a marker may land on ``offsets_partition`` now: only once it is loaded here.
@@ -1059,8 +1063,8 @@ class GroupCoordinator:
                                 reason="not written by the committed transaction")
 
     async def _store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata],
-                             *, producer_id: int = NO_PRODUCER_ID,
-                             producer_epoch: int = NO_PRODUCER_EPOCH) -> dict[tuple[str, int], int]:
+                             *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                             verification_guard: object | None = None) -> dict[tuple[str, int], int]:
         """Kafka's ``storeOffsets``: append, then make the offsets visible, then answer."""
         max_metadata = self.s.config("offset.metadata.max.bytes")
         results: dict[tuple[str, int], int] = {}
@@ -1085,7 +1089,8 @@ class GroupCoordinator:
         else:
             group.prepare_offset_commit(valid)
         error, base_offset = await self._append(group.group_id, records, producer_id=producer_id,
-                                                producer_epoch=producer_epoch, transactional=transactional)
+                                                producer_epoch=producer_epoch, transactional=transactional,
+                                                verification_guard=verification_guard)
         if transactional and not error:
             await self._txn_offsets_delay_fault_point()
         if error:
@@ -1329,7 +1334,7 @@ class GroupCoordinator:
 
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], *,
                       producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                      transactional: bool = False) -> tuple[int, int]:
+                      transactional: bool = False, verification_guard: object | None = None) -> tuple[int, int]:
         """Append one batch to the group's ``__consumer_offsets`` partition with acks=all:
         (0, base offset), or (error, -1); NOT_COORDINATOR when the partition is no longer owned
         at the epoch it was owned at when the write was decided."""
@@ -1343,7 +1348,8 @@ class GroupCoordinator:
         batch = build_batch(records, timestamp=now_ms(), producer_id=producer_id,
                             producer_epoch=producer_epoch, transactional=transactional)
         error, base_offset = await self.s.append_at(OFFSETS_TOPIC, partition, bytes(batch),
-                                                    self.s.config("offsets.commit.timeout.ms"))
+                                                    self.s.config("offsets.commit.timeout.ms"),
+                                                    verification_guard=verification_guard)
         if not error and not self.ownership.is_current(partition, epoch):
             error = ErrorCode.not_leader_or_follower  # leadership moved while the write was in flight
         return error, base_offset

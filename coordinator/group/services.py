@@ -33,9 +33,11 @@ class GroupServices(Protocol):
         """The topic's partition count, creating it first if needed; raises KafkaError
         (COORDINATOR_NOT_AVAILABLE while a cluster creates it)."""
 
-    async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> tuple[int, int]:
+    async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int, *,
+                        verification_guard: object | None = None) -> tuple[int, int]:
         """Append one batch as the leader with acks=all: (0, base offset) once the ISR has it,
-        else (error code, -1)."""
+        else (error code, -1); with a KIP-890 ``verification_guard``, INVALID_TXN_STATE if a
+        marker ended the transaction since the guard was taken."""
 
     def local_log(self, topic: str, partition: int) -> Log:
         """The local replica's log (read in a worker thread while loading)."""

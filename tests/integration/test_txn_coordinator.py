@@ -384,3 +384,61 @@ def test_offsets_of_a_fenced_transaction_stay_aborted_when_their_append_complete
         assert end_txn(c, txn, new.producer_id, new.producer_epoch, True) == 0
         wait_state(c, txn, "CompleteCommit")
         assert committed(c, group, topic_name) == (0, -1)
+
+
+# The verification guard (KIP-890 part 1): a batch or an offset commit verified as part of a
+# transaction that a marker then ends must not open a transaction of its own. With the fault
+# point, the coordinator's answer reaches the append 2 s late; the abort goes in between.
+VERIFIED_LATE = {"test.fault.points": "txn.verification.delay:2000"}
+VERIFICATION_TAKEN_UP_S = 0.5  # the held request is taken up first; nothing outside shows when
+
+
+def test_a_produce_verified_before_its_transaction_aborted_opens_no_transaction(own_broker, topic_name):
+    b = own_broker(**VERIFIED_LATE)
+    create_topic(b.bootstrap, topic_name, 1)
+    txn = f"{topic_name}-txn"
+    with RawClient(b.bootstrap, timeout=30) as delayed, RawClient(b.bootstrap, timeout=30) as c:
+        r = init_pid(c, txn)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add_partitions(c, txn, pid, epoch, topic_name) == 0
+        batch = bytes(rb.build_batch([(b"k", b"late")], timestamp=int(time.time() * 1000), producer_id=pid,
+                                     producer_epoch=epoch, base_sequence=0, transactional=True))
+        req = produce_request(topic_name, batch)
+        delayed.send(0, 9, type(req)(transactional_id=txn, acks=-1, timeout=req.timeout, topic_data=req.topic_data))
+        time.sleep(VERIFICATION_TAKEN_UP_S)
+        assert end_txn(c, txn, pid, epoch, False) == 0
+        wait_state(c, txn, "CompleteAbort")
+        late = delayed.receive(0, 9).responses[0].partition_responses[0]
+        assert late.error_code == ErrorCode.invalid_txn_state
+        # Nothing hangs open on the partition: the last stable offset is its end.
+        hw = c.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic_name, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                 "timestamp": -1}]}]}).topics[0].partitions[0].offset
+        assert read_committed_end(c, topic_name) == hw
+
+
+def test_an_offset_commit_verified_before_its_transaction_aborted_is_never_committed(own_broker, topic_name):
+    """Without the guard the late offsets joined the producer's next transaction (same epoch
+    in transaction version 1) and its COMMIT published them: a lost write."""
+    b = own_broker(**VERIFIED_LATE)
+    create_topic(b.bootstrap, topic_name, 1)
+    txn, group = f"{topic_name}-txn", f"{topic_name}-group"
+    with RawClient(b.bootstrap, timeout=30) as delayed, RawClient(b.bootstrap, timeout=30) as c:
+        r = init_pid(c, txn)
+        pid, epoch = r.producer_id, r.producer_epoch
+        c.call(10, 3, {"key": group, "key_type": 0})
+        add_offsets = {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch, "group_id": group}
+        assert c.call(25, 3, add_offsets).error_code == 0
+        delayed.send_call(28, 3, {
+            "transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic_name, "partitions": [{"partition_index": 0, "committed_offset": 7200,
+                                                             "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        time.sleep(VERIFICATION_TAKEN_UP_S)
+        assert end_txn(c, txn, pid, epoch, False) == 0
+        wait_state(c, txn, "CompleteAbort")
+        assert delayed.receive(28, 3).topics[0].partitions[0].error_code == ErrorCode.invalid_txn_state
+        assert c.call(25, 3, add_offsets).error_code == 0
+        assert end_txn(c, txn, pid, epoch, True) == 0
+        wait_state(c, txn, "CompleteCommit")
+        assert committed(c, group, topic_name) == (0, -1)

@@ -457,8 +457,8 @@ async def txn_offsets_waiting_for_replication(h: Harness, group: str, producer_i
     real_append_at = services.append_at
     in_log, replicated = asyncio.Event(), asyncio.Event()
 
-    async def append_at(topic, partition, records, timeout_ms):
-        result = await real_append_at(topic, partition, records, timeout_ms)
+    async def append_at(*args, **kwargs):
+        result = await real_append_at(*args, **kwargs)
         in_log.set()
         await replicated.wait()
         return result

@@ -40,6 +40,9 @@ class BrokerCoordinatorServices:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
+    def metadata_is_current(self) -> bool:
+        return self.broker.metadata.is_current()
+
     def partition_count(self, topic: str) -> int | None:
         state = self.broker.metadata.topics.get(topic)
         return None if state is None else len(state.partitions)

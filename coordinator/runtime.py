@@ -38,15 +38,18 @@ def fault_points(value: object) -> dict[str, str]:
 class PartitionOwnership:
     """The internal-topic partitions a coordinator loads or owns, each with its epoch."""
 
-    def __init__(self) -> None:
+    def __init__(self, metadata_is_current: Callable[[], bool] | None = None) -> None:
         self.owned: dict[int, int] = {}    # partition -> coordinator epoch
         self.loading: dict[int, int] = {}  # partition -> epoch being loaded
+        self.metadata_is_current = metadata_is_current or (lambda: True)
 
     def status(self, partition: int) -> int:
-        """0 when owned; else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR."""
+        """0 when owned; else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR, which is also
+        the answer while the broker's metadata is suspect (it resumed from a stall that may
+        have moved the partition elsewhere: its state may be a stale copy)."""
         if partition in self.loading:
             return ErrorCode.coordinator_load_in_progress
-        return 0 if partition in self.owned else ErrorCode.not_coordinator
+        return 0 if partition in self.owned and self.metadata_is_current() else ErrorCode.not_coordinator
 
     def epoch(self, partition: int) -> int | None:
         """The epoch ``partition`` is owned at, None if not owned (or still loading)."""

@@ -56,6 +56,7 @@ log = structlog.get_logger("controller.etcd")
 MAX_TXN_OPS = 120
 ETCD_ERRORS = (etcd_errors.ClientError, grpc.aio.AioRpcError, OSError, asyncio.TimeoutError)
 CONNECT_ATTEMPT_S = 30.0  # at start-up etcd may still be electing itself: keep trying this long
+STALL_TICK_S = 0.1  # how often the event loop notes that it runs
 
 
 class RegistrationConflict(Exception):
@@ -92,6 +93,11 @@ class EtcdMetadataStore(MetadataCache):
         self._connected = True
         self.on_connectivity = on_connectivity
         self.lease_listeners: list[Callable[[], None]] = []
+        # A stall this long (SIGSTOP, a VM pause) may have outlived the lease: until the image
+        # has caught up with etcd again, this broker's idea of what it leads is suspect.
+        self.stall_threshold_s = max(0.5, session_timeout_ms / 2000)
+        self._last_tick = time.monotonic()
+        self._confirming: asyncio.Task | None = None
 
     # --- keys -----------------------------------------------------------------------------------
 
@@ -121,6 +127,49 @@ class EtcdMetadataStore(MetadataCache):
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._keepalive_loop()))
         self._tasks.append(loop.create_task(self._watch_loop()))
+        self._tasks.append(loop.create_task(self._stall_watch_loop()))
+
+    # --- freshness after a stall --------------------------------------------------------------------
+
+    def is_current(self) -> bool:
+        """False from a stall longer than ``stall_threshold_s`` until the image has applied
+        the revision etcd had after it. Checked where a request is admitted, so a request
+        read right after the process resumes sees the stall before any timer has run."""
+        if self._confirming is None and time.monotonic() - self._last_tick > self.stall_threshold_s:
+            self._suspect(time.monotonic() - self._last_tick)
+        return self._confirming is None
+
+    async def _stall_watch_loop(self) -> None:
+        while True:
+            await asyncio.sleep(STALL_TICK_S)
+            now = time.monotonic()
+            if self._confirming is None and now - self._last_tick > self.stall_threshold_s:
+                self._suspect(now - self._last_tick)
+            self._last_tick = now
+
+    def _suspect(self, stalled_s: float) -> None:
+        log.warning("metadata_suspect_after_stall", node_id=self.node_id, stalled_s=round(stalled_s, 3),
+                    applied_revision=self.revision)
+        self._last_tick = time.monotonic()
+        self._confirming = asyncio.get_running_loop().create_task(self._confirm_current())
+        self._tasks.append(self._confirming)
+
+    async def _confirm_current(self) -> None:
+        """Read the cluster's keys as etcd has them now (a linearizable read) and wait until
+        the watch has applied the newest change among them."""
+        started = time.monotonic()
+        while True:
+            try:
+                result = await asyncio.wait_for(self.client.get_prefix(self.prefix.encode() + b"/"), 5)
+                await self.wait_applied(max((kv.mod_revision for kv in result), default=0), timeout=10)
+                break
+            except (*ETCD_ERRORS, TimeoutError, KafkaError) as exc:
+                log.info("metadata_confirm_retry", node_id=self.node_id, error=repr(exc)[:200])
+                await asyncio.sleep(0.2)
+        log.info("metadata_current_again", node_id=self.node_id, revision=self.revision,
+                 seconds=round(time.monotonic() - started, 3))
+        self._tasks.remove(self._confirming)
+        self._confirming = None
 
     async def _ensure_cluster_id(self) -> None:
         key = self.key("cluster_id")

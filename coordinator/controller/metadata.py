@@ -110,6 +110,12 @@ class MetadataCache:
         # an entry counts only while ``topics`` still holds that very TopicState.
         self._by_id: dict[uuid.UUID, TopicState] = {}
 
+    def is_current(self) -> bool:
+        """Whether this image may be trusted to say which partitions this broker leads: a
+        backend shared with other brokers answers False for a while after this process
+        stalled (a pause, a stop) long enough for leadership to have moved without it."""
+        return True
+
     def topic_by_id(self, topic_id: uuid.UUID | None) -> TopicState | None:
         topic = self._by_id.get(topic_id)
         if topic is not None and self.topics.get(topic.name) is topic:

@@ -119,7 +119,7 @@ class GroupCoordinator:
     def __init__(self, services: GroupServices) -> None:
         self.s = services
         self.groups: dict[str, GroupMetadata] = {}
-        self.ownership = PartitionOwnership()
+        self.ownership = PartitionOwnership(services.metadata_is_current)
         self.active = False
         self._tasks: set[asyncio.Task] = set()  # loads, and writes no request awaits
         self._cleanup_task: asyncio.Task | None = None

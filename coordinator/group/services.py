@@ -25,6 +25,10 @@ class GroupServices(Protocol):
     def partition_count(self, topic: str) -> int | None:
         """Partitions of ``topic`` in the cluster metadata, None if it does not exist."""
 
+    def metadata_is_current(self) -> bool:
+        """False while this broker cannot trust its image to say what it leads (after a
+        stall that may have outlived its session; see ``MetadataCache.is_current``)."""
+
     def led_partitions(self, topic: str) -> dict[int, int]:
         """Partition -> leader epoch of the ``topic`` partitions this broker leads now."""
 

@@ -341,3 +341,58 @@ def test_offset_commit_in_flight_when_its_client_disconnects_still_completes(hea
             follower.resume()
         assert wait_for(lambda: committed(observer, group, topic) == (0, 42), 60,
                         "the commit to complete after its client left") is True
+
+
+def test_a_group_coordinator_resumed_from_a_pause_does_not_answer_from_stale_offsets(healthy):
+    """A coordinator stopped past its session lost the group to another broker, where the
+    group committed again. The OffsetFetch waiting in its socket is the first thing it reads
+    when it resumes: it must not answer with the offsets it held before the pause (a consumer
+    would re-read what the group had committed past, a copier copy it twice), but
+    NOT_COORDINATOR until its metadata has caught up with etcd."""
+    from protocol.errors import ErrorCode
+    from tests.integration.test_txn_coordinator import committed
+    from tests.support.eos import find_coordinator
+    from tests.support.raw import RawClient
+
+    cluster = healthy
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"stale-{tag}", f"stale-{tag}"
+    _topic(cluster, topic, 1)
+    wait_internal_isr_complete(cluster)
+    old_id = coordinator_node(cluster, group, GROUP)
+    old = cluster.node(old_id)
+
+    def commit(c: RawClient, offset: int) -> int:
+        return c.call(8, 8, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+        ).topics[0].partitions[0].error_code
+
+    def new_coordinator():
+        for node_id, node in cluster.nodes.items():
+            if node_id == old_id:
+                continue
+            with RawClient(node.address, timeout=5) as c:
+                entry = find_coordinator(c, group, GROUP, deadline_s=2)
+            if entry.error_code == 0 and entry.node_id != old_id:
+                return entry.node_id
+        return None
+
+    with RawClient(old.address) as c:
+        assert commit(c, 10) == 0
+    with RawClient(old.address, timeout=60) as stale:
+        old.pause()
+        try:
+            new_id = wait_for(new_coordinator, 60, "another broker to become the group's coordinator")
+            with RawClient(cluster.node(new_id).address) as c:
+                wait_for(lambda: commit(c, 20) == 0, 30, "the commit on the new coordinator")
+            stale.send_call(9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+                                   "require_stable": True})
+        finally:
+            old.resume()
+        answer = stale.receive(9, 7)
+    stale_offset = answer.topics[0].partitions[0].committed_offset if answer.topics else None
+    assert answer.error_code == ErrorCode.not_coordinator or stale_offset == 20, (answer.error_code, stale_offset)
+    with RawClient(cluster.node(new_id).address) as c:
+        assert committed(c, group, topic) == (0, 20)

@@ -442,3 +442,21 @@ def test_an_offset_commit_verified_before_its_transaction_aborted_is_never_commi
         assert end_txn(c, txn, pid, epoch, True) == 0
         wait_state(c, txn, "CompleteCommit")
         assert committed(c, group, topic_name) == (0, -1)
+
+
+def test_txn_offset_commit_of_a_fenced_incarnation_is_refused_and_never_committed(broker, topic):
+    txn, group = f"{topic}-txn", f"{topic}-group"
+    with RawClient(broker.bootstrap) as c:
+        old = init_pid(c, txn)
+        c.call(10, 3, {"key": group, "key_type": 0})
+        assert c.call(25, 3, {"transactional_id": txn, "producer_id": old.producer_id,
+                              "producer_epoch": old.producer_epoch, "group_id": group}).error_code == 0
+        new = init_pid(c, txn)
+        assert new.error_code == 0 and new.producer_epoch > old.producer_epoch
+        code = txn_offset_commit(c, txn, group, old.producer_id, old.producer_epoch, topic, 7200)
+        assert code in (ErrorCode.invalid_producer_epoch, ErrorCode.producer_fenced)
+        assert c.call(25, 3, {"transactional_id": txn, "producer_id": new.producer_id,
+                              "producer_epoch": new.producer_epoch, "group_id": group}).error_code == 0
+        assert end_txn(c, txn, new.producer_id, new.producer_epoch, True) == 0
+        wait_state(c, txn, "CompleteCommit")
+        assert committed(c, group, topic) == (0, -1)

@@ -571,3 +571,18 @@ async def test_markers_are_refused_while_the_offsets_partition_loads(tmp_path):
         coordinator_module.read_offsets_partition = real_read
         gate.set()
         await h.stop()
+
+
+async def test_txn_offset_commit_from_an_old_generation_is_refused_and_leaves_nothing_pending(harness):
+    h = harness
+    h.create_topic("in", 1)
+    member, gen = await stable_single_member(h, "g")
+    r = await h.coordinator.txn_offset_commit(
+        group_id="g", producer_id=9, producer_epoch=0, member_id=member, group_instance_id=None,
+        generation_id=gen - 1, offsets={("in", 0): OffsetAndMetadata(5)})
+    assert r == {("in", 0): E.illegal_generation}
+    assert not h.group("g").pending_txn_offsets
+    r = await h.coordinator.txn_offset_commit(
+        group_id="g", producer_id=9, producer_epoch=0, member_id=member, group_instance_id=None,
+        generation_id=gen, offsets={("in", 0): OffsetAndMetadata(5)})
+    assert r == {("in", 0): 0} and h.group("g").has_pending_offset_commits(("in", 0))

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos compat compat-fast clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -116,6 +116,17 @@ compat: tools
 
 compat-fast: tools
 	$(PY) -m compat.run --fast --target kbroker $(ARGS)
+
+# kbroker-verify's standard matrix (workloads x faults x targets: the devcluster, then Apache Kafka
+# 4.3.1), 60 s a run; rewrites the table in docs/verify.md. ARGS narrows it, e.g.
+# ARGS="--targets devcluster --workloads copier --faults 'kill9,pause,term,client-kill' --repeat 5".
+VERIFY_STAMP := $(VENV)/.verify-installed
+$(VERIFY_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[verify]'
+	touch $@
+
+verify: tools $(VERIFY_STAMP)
+	$(PY) -m tools.verify.matrix $(ARGS)
 
 clean:
 	rm -rf $(VENV) kbroker-data kbroker-cluster .pytest_cache

@@ -1,0 +1,739 @@
+"""What a verification run checks: a cluster it starts and breaks, or one it only connects to.
+
+Owns the targets and their per-node fault primitives (kill -9, SIGSTOP/SIGCONT, SIGTERM,
+restart, network cut, etcd kill), each done by pid (or by container for ``compose``):
+
+- ``devcluster``: :class:`broker.devcluster.DevCluster` (etcd and three brokers) with short
+  failover timeouts; ``devcluster:netns`` (or ``devcluster`` when the run asks for the
+  ``partition`` fault) puts each broker in its own network namespace behind a bridge, as
+  the partition tests do (:class:`Topology`; needs root and iproute2);
+- ``kafka``: Apache Kafka 4.3.1, three KRaft nodes (``compat/kafka/kraft_cluster.py``);
+- ``compose``: the docker-compose stack (``compose/stack.sh``), faults through ``docker``;
+- ``HOST:PORT,...``: an external cluster; no faults (only the proxy, which the runner owns).
+
+Where it knowingly differs from Jepsen: Jepsen runs each node on its own machine and cuts
+links with iptables; here the nodes share a host, so a partition is a bridge port set down
+(the cut broker loses etcd, the other brokers and the clients at once: Jepsen's
+``isolated`` one-node partition, not a majority/minority split of clients), and a pause is a
+signal to one process rather than to a whole machine. For ``compose`` a pause is
+``docker pause`` (the cgroup freezer), because with ``init: true`` a SIGSTOP sent by
+``docker kill -s STOP`` would only stop the container's init, not the broker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("kbroker.verify.targets")
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Short lease and lag settings so failover happens in seconds (as tests/support/cluster.py).
+DEVCLUSTER_DEFAULTS = {
+    "broker.session.timeout.ms": "3000",
+    "replica.lag.time.max.ms": "4000",
+    "replica.fetch.backoff.ms": "100",
+    "replica.fetch.wait.max.ms": "200",
+    "leader.imbalance.check.interval.seconds": "2",
+    "controlled.shutdown.timeout.ms": "10000",
+}
+KAFKA_DEFAULTS = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "replica.lag.time.max.ms": "4000",
+    "transaction.state.log.num.partitions": "10",
+    "offsets.topic.num.partitions": "10",
+}
+ALL_FAULTS = frozenset({"kill9", "pause", "term", "partition", "etcd", "proxy", "coordinator"})
+PROCESS_FAULTS = frozenset({"kill9", "pause", "term", "proxy", "coordinator"})
+
+
+class TargetUnavailable(RuntimeError):
+    """The target cannot be had on this machine; ``str`` is one line saying why."""
+
+
+class Target:
+    """The base: an external cluster with no faults. Subclasses own processes."""
+
+    name = "external"
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, bootstrap: str = "") -> None:
+        self.bootstrap = bootstrap
+        self._addresses = [_split(a) for a in bootstrap.split(",") if a.strip()]
+
+    # -- life cycle
+    def start(self) -> None:
+        """Idempotent; starts what this target owns."""
+
+    def stop(self) -> None:
+        """Stops everything it started, by pid; safe to call twice."""
+
+    def __enter__(self) -> Target:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- nodes
+    def node_ids(self) -> list[int]:
+        return list(range(1, len(self._addresses) + 1))
+
+    def broker_address(self, node_id: int) -> tuple[str, int]:
+        return self._addresses[node_id - 1]
+
+    @property
+    def session_timeout_s(self) -> float:
+        """How long a silent broker keeps its lease (a pause must last longer)."""
+        return 10.0
+
+    def is_up(self, node_id: int) -> bool:
+        return _listening(*self.broker_address(node_id))
+
+    def wait_healthy(self, timeout: float) -> bool:
+        return _poll(lambda: all(self.is_up(n) for n in self.node_ids()), timeout)
+
+    def logs(self) -> dict[str, str]:
+        return {}
+
+    def describe(self) -> dict:
+        return {"target": self.name, "bootstrap": self.bootstrap, "capabilities": sorted(self.capabilities)}
+
+    # -- faults: none here
+    def _unsupported(self, what: str):
+        raise NotImplementedError(f"target {self.name} cannot {what}")
+
+    def kill9(self, node_id: int) -> dict:
+        self._unsupported("kill -9 a broker")
+
+    def restart(self, node_id: int) -> dict:
+        self._unsupported("restart a broker")
+
+    def pause(self, node_id: int) -> dict:
+        self._unsupported("pause a broker")
+
+    def resume(self, node_id: int) -> dict:
+        self._unsupported("resume a broker")
+
+    def terminate(self, node_id: int) -> dict:
+        self._unsupported("terminate a broker")
+
+    def partition(self, node_id: int) -> dict:
+        self._unsupported("partition a broker")
+
+    def heal(self, node_id: int) -> dict:
+        self._unsupported("heal a partition")
+
+    def kill_etcd(self) -> dict:
+        self._unsupported("kill etcd")
+
+    def restart_etcd(self) -> dict:
+        self._unsupported("restart etcd")
+
+
+# --------------------------------------------------------------------------- helpers
+def _split(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"invalid address {address!r}: expected host:port")
+    return host.strip("[]"), int(port)
+
+
+def _listening(host: str, port: int, timeout: float = 0.5) -> bool:
+    import socket
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _poll(condition, timeout: float, interval: float = 0.2) -> bool:
+    """Bounded polling: True as soon as ``condition()`` is true, False at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if condition():
+                return True
+        except Exception as exc:  # noqa: BLE001 - a node may be down while we poll
+            log.debug("poll", error=str(exc))
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def _signal(proc: subprocess.Popen | None, sig: int) -> int | None:
+    """Send ``sig`` to a live process by pid; returns the pid (None if it is not running)."""
+    if proc is None or proc.poll() is not None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, sig)
+    return proc.pid
+
+
+def _metadata_brokers(host: str, port: int, timeout: float = 2.0) -> list[int]:
+    from tools.kafka_client import KafkaClient
+
+    with KafkaClient(f"{host}:{port}", client_id="kbroker-verify", request_timeout=timeout) as client:
+        return sorted(client.metadata([]).brokers)
+
+
+# --------------------------------------------------------------------------- network namespaces
+def netns_unavailable() -> str | None:
+    """None when network namespaces can be made here, else the reason they cannot."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) is not installed"
+    return None
+
+
+def _ip(*args: str, netns: str | None = None) -> None:
+    cmd = ["ip", *args] if netns is None else ["ip", "netns", "exec", netns, "ip", *args]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=10)
+
+
+class Topology:
+    """A bridge in the root namespace (the address etcd and the clients use) and, per broker,
+    a namespace whose veth peer is attached to the bridge. Cutting a broker off sets its
+    bridge-side link down: it reaches neither etcd nor the other brokers, and only a client
+    inside its own namespace reaches it. Needs root and iproute2.
+
+    Where dockerd runs, the FORWARD chain's policy is DROP and bridged frames pass through
+    iptables (br_netfilter): the topology accepts its own bridge's traffic first, and takes
+    that rule away with the bridge."""
+
+    def __init__(self, nodes: int, subnet: int | None = None) -> None:
+        self.tag = f"{os.getpid() % 10000:04d}"
+        self.subnet = subnet if subnet is not None else 100 + os.getpid() % 100
+        self.bridge = f"kbbr{self.tag}"
+        self.host_ip = f"10.213.{self.subnet}.1"
+        self.node_ids = list(range(1, nodes + 1))
+
+    def netns(self, node_id: int) -> str:
+        return f"kbns{self.tag}n{node_id}"
+
+    def host_link(self, node_id: int) -> str:
+        return f"kbv{self.tag}h{node_id}"
+
+    def node_ip(self, node_id: int) -> str:
+        return f"10.213.{self.subnet}.{10 + node_id}"
+
+    def prefix(self, node_id: int) -> list[str]:
+        return ["ip", "netns", "exec", self.netns(node_id)]
+
+    def create(self) -> Topology:
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.host_ip}/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        self._forwarding("-I")
+        for n in self.node_ids:
+            ns, host, peer = self.netns(n), self.host_link(n), f"kbv{self.tag}n{n}"
+            _ip("netns", "add", ns)
+            _ip("link", "add", host, "type", "veth", "peer", "name", peer)
+            _ip("link", "set", peer, "netns", ns)
+            _ip("link", "set", host, "master", self.bridge, "up")
+            _ip("addr", "add", f"{self.node_ip(n)}/24", "dev", peer, netns=ns)
+            _ip("link", "set", peer, "up", netns=ns)
+            _ip("link", "set", "lo", "up", netns=ns)
+        return self
+
+    def _forwarding(self, action: str) -> None:
+        """Insert (-I) or delete (-D) the FORWARD rule that accepts this bridge's own traffic."""
+        if shutil.which("iptables") is not None:
+            subprocess.run(["iptables", action, "FORWARD", "-i", self.bridge, "-o", self.bridge, "-j", "ACCEPT"],
+                           capture_output=True, timeout=10)
+
+    def cut(self, node_id: int) -> None:
+        _ip("link", "set", self.host_link(node_id), "down")
+
+    def heal(self, node_id: int) -> None:
+        _ip("link", "set", self.host_link(node_id), "up")
+
+    def destroy(self) -> None:
+        for n in self.node_ids:
+            subprocess.run(["ip", "netns", "del", self.netns(n)], capture_output=True, timeout=10)
+            subprocess.run(["ip", "link", "del", self.host_link(n)], capture_output=True, timeout=10)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, timeout=10)
+        self._forwarding("-D")
+
+
+# --------------------------------------------------------------------------- devcluster
+class DevClusterTarget(Target):
+    """etcd and three kbroker processes (``broker.devcluster``), optionally in namespaces."""
+
+    name = "devcluster"
+
+    def __init__(self, work_dir: str, overrides: dict[str, str] | None = None, netns: bool = False,
+                 nodes: int = 3) -> None:
+        super().__init__("")
+        from broker.devcluster import etcd_binary
+
+        if etcd_binary() is None:
+            raise TargetUnavailable("devcluster: etcd is not installed (Debian package etcd-server; "
+                                    "`make tools` installs it)")
+        if netns and (reason := netns_unavailable()):
+            raise TargetUnavailable(f"devcluster:netns: {reason}")
+        self.work_dir = os.path.abspath(work_dir)
+        self.overrides = {**DEVCLUSTER_DEFAULTS, **(overrides or {})}
+        self.netns = netns
+        self.n_nodes = nodes
+        self.capabilities = frozenset(ALL_FAULTS if netns else ALL_FAULTS - {"partition"})
+        self.name = "devcluster:netns" if netns else "devcluster"
+        self.cluster = None
+        self.topology: Topology | None = None
+        self.paused: set[int] = set()
+        self.cut: set[int] = set()
+
+    @property
+    def session_timeout_s(self) -> float:
+        return int(self.overrides.get("broker.session.timeout.ms", "9000")) / 1000
+
+    def start(self) -> None:
+        if self.cluster is not None:
+            return
+        from broker.devcluster import DevCluster
+
+        kwargs = {}
+        if self.netns:
+            self.topology = Topology(self.n_nodes).create()
+            t = self.topology
+            kwargs = dict(base_port=9092, etcd_host=t.host_ip,
+                          node_hosts={n: t.node_ip(n) for n in t.node_ids},
+                          command_prefixes={n: t.prefix(n) for n in t.node_ids})
+        data_dir = os.path.join(self.work_dir, "devcluster")
+        shutil.rmtree(data_dir, ignore_errors=True)  # a fresh cluster, etcd included
+        cluster = DevCluster(data_dir, self.n_nodes,
+                             overrides=self.overrides, **kwargs)
+        self.cluster = cluster
+        try:
+            cluster.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.bootstrap = cluster.bootstrap
+        log.info("devcluster started", bootstrap=self.bootstrap, netns=self.netns,
+                 pids={n: node.proc.pid for n, node in cluster.nodes.items()})
+
+    def stop(self) -> None:
+        cluster, self.cluster = self.cluster, None
+        if cluster is not None:
+            for node in cluster.nodes.values():
+                node.resume()
+            if self.topology is not None:
+                for n in list(self.cut):
+                    with contextlib.suppress(Exception):
+                        self.topology.heal(n)
+            try:
+                cluster.stop()
+            finally:
+                cluster.kill()
+        self.paused.clear()
+        self.cut.clear()
+        if self.topology is not None:
+            self.topology.destroy()
+            self.topology = None
+
+    def _node(self, node_id: int):
+        if self.cluster is None:
+            raise RuntimeError("devcluster target is not started")
+        return self.cluster.node(node_id)
+
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.n_nodes + 1))
+
+    def broker_address(self, node_id: int) -> tuple[str, int]:
+        node = self._node(node_id)
+        return node.host, node.port
+
+    def pid(self, node_id: int) -> int | None:
+        node = self._node(node_id)
+        return node.proc.pid if node.alive else None
+
+    def is_up(self, node_id: int) -> bool:
+        """Running, not paused and not cut off."""
+        return self._node(node_id).alive and node_id not in self.paused and node_id not in self.cut
+
+    def kill9(self, node_id: int) -> dict:
+        node = self._node(node_id)
+        pid = self.pid(node_id)
+        node.resume()
+        node.kill9()
+        self.paused.discard(node_id)
+        return {"node": node_id, "pid": pid, "signal": "KILL"}
+
+    def terminate(self, node_id: int, timeout: float = 40.0) -> dict:
+        node = self._node(node_id)
+        pid = self.pid(node_id)
+        node.resume()
+        self.paused.discard(node_id)
+        rc = node.stop(timeout)
+        return {"node": node_id, "pid": pid, "signal": "TERM", "exit": rc}
+
+    def restart(self, node_id: int, timeout: float = 60.0) -> dict:
+        """Bring the node back (SIGCONT if paused, start it if it is down); waits until it listens."""
+        node = self._node(node_id)
+        if node.alive:
+            self.resume(node_id)
+            return {"node": node_id, "pid": node.proc.pid, "started": False}
+        node.start(wait=True, timeout=timeout)
+        return {"node": node_id, "pid": node.proc.pid, "started": True}
+
+    def pause(self, node_id: int) -> dict:
+        pid = _signal(self._node(node_id).proc, signal.SIGSTOP)
+        if pid is not None:
+            self.paused.add(node_id)
+        return {"node": node_id, "pid": pid, "signal": "STOP"}
+
+    def resume(self, node_id: int) -> dict:
+        pid = _signal(self._node(node_id).proc, signal.SIGCONT)
+        self.paused.discard(node_id)
+        return {"node": node_id, "pid": pid, "signal": "CONT"}
+
+    def partition(self, node_id: int) -> dict:
+        if self.topology is None:
+            self._unsupported("partition a broker without network namespaces (use devcluster:netns)")
+        self.topology.cut(node_id)
+        self.cut.add(node_id)
+        return {"node": node_id, "link": self.topology.host_link(node_id), "cut": "etcd+brokers+clients"}
+
+    def heal(self, node_id: int) -> dict:
+        if self.topology is None:
+            self._unsupported("heal a partition without network namespaces")
+        self.topology.heal(node_id)
+        self.cut.discard(node_id)
+        return {"node": node_id, "link": self.topology.host_link(node_id)}
+
+    def kill_etcd(self) -> dict:
+        proc = self.cluster.etcd if self.cluster else None
+        pid = _signal(proc, signal.SIGKILL)
+        if proc is not None and pid is not None:
+            proc.wait(10)
+        return {"etcd_pid": pid, "signal": "KILL"}
+
+    def restart_etcd(self) -> dict:
+        cluster = self.cluster
+        if cluster is None:
+            raise RuntimeError("devcluster target is not started")
+        if cluster.etcd is not None and cluster.etcd.poll() is None:
+            return {"etcd_pid": cluster.etcd.pid, "started": False}
+        cluster.start_etcd()
+        return {"etcd_pid": cluster.etcd.pid, "started": True}
+
+    def etcd_up(self) -> bool:
+        return self.cluster is not None and self.cluster.etcd is not None and self.cluster.etcd.poll() is None
+
+    def wait_healthy(self, timeout: float) -> bool:
+        """etcd up, every broker alive and unpaused, and every broker's Metadata lists all."""
+        if self.cluster is None:
+            return False
+        want = set(self.node_ids())
+
+        def healthy() -> bool:
+            if not self.etcd_up():
+                return False
+            if not all(self.is_up(n) for n in want):
+                return False
+            return all(want <= set(_metadata_brokers(*self.broker_address(n))) for n in want)
+        return _poll(healthy, timeout)
+
+    def logs(self) -> dict[str, str]:
+        base = os.path.join(self.work_dir, "devcluster")
+        out = {f"broker-{n}": os.path.join(base, f"broker-{n}.log") for n in self.node_ids()}
+        out["etcd"] = os.path.join(base, "etcd.log")
+        return out
+
+
+# --------------------------------------------------------------------------- Apache Kafka
+def _import_kraft_cluster():
+    """``compat/`` is not an installed package: import it from the source tree."""
+    try:
+        from compat.kafka import kraft_cluster
+    except ImportError:
+        if not (REPO / "compat" / "kafka" / "kraft_cluster.py").exists():
+            raise TargetUnavailable("kafka: compat/kafka is not available (run from the kbroker "
+                                    "source tree)") from None
+        sys.path.insert(0, str(REPO))
+        from compat.kafka import kraft_cluster
+    return kraft_cluster
+
+
+class KafkaTarget(Target):
+    """Apache Kafka 4.3.1, three combined broker+controller KRaft nodes, faults by pid."""
+
+    name = "kafka"
+    capabilities = PROCESS_FAULTS
+
+    def __init__(self, work_dir: str, overrides: dict[str, str] | None = None, nodes: int = 3) -> None:
+        super().__init__("")
+        if shutil.which("java") is None:
+            raise TargetUnavailable("kafka: java is not installed (openjdk-17-jre-headless)")
+        self._kc_module = _import_kraft_cluster()
+        self.work_dir = os.path.abspath(work_dir)
+        self.overrides = {**KAFKA_DEFAULTS, **(overrides or {})}
+        self.n_nodes = nodes
+        self.cluster = None
+        self.paused: set[int] = set()
+
+    @property
+    def session_timeout_s(self) -> float:
+        return int(self.overrides.get("broker.session.timeout.ms", "9000")) / 1000
+
+    def start(self) -> None:
+        if self.cluster is not None:
+            return
+        workdir = Path(self.work_dir) / "kafka"
+        shutil.rmtree(workdir, ignore_errors=True)  # a fresh cluster: kafka-storage format refuses old data
+        kc = self._kc_module.KafkaCluster(n_nodes=self.n_nodes, workdir=workdir,
+                                          keep=True, extra_config=dict(self.overrides))
+        self.cluster = kc
+        kc.start()  # stops its nodes itself if start-up fails
+        self.bootstrap = kc.bootstrap
+        log.info("kafka started", bootstrap=self.bootstrap, pids=kc.pids)
+
+    def stop(self) -> None:
+        kc, self.cluster = self.cluster, None
+        if kc is not None:
+            for node in kc.nodes.values():
+                _signal(node.proc, signal.SIGCONT)
+            kc.stop()
+        self.paused.clear()
+
+    def _node(self, node_id: int):
+        if self.cluster is None:
+            raise RuntimeError("kafka target is not started")
+        return self.cluster.nodes[node_id]
+
+    def node_ids(self) -> list[int]:
+        return list(range(1, self.n_nodes + 1))
+
+    def broker_address(self, node_id: int) -> tuple[str, int]:
+        return _split(self._node(node_id).address)
+
+    def is_up(self, node_id: int) -> bool:
+        return self._node(node_id).alive and node_id not in self.paused
+
+    def kill9(self, node_id: int) -> dict:
+        node = self._node(node_id)
+        pid = node.pid if node.alive else None
+        _signal(node.proc, signal.SIGCONT)
+        node.kill9()
+        self.paused.discard(node_id)
+        return {"node": node_id, "pid": pid, "signal": "KILL"}
+
+    def terminate(self, node_id: int, timeout: float = 60.0) -> dict:
+        node = self._node(node_id)
+        pid = node.pid if node.alive else None
+        _signal(node.proc, signal.SIGCONT)
+        self.paused.discard(node_id)
+        node.stop(timeout)
+        return {"node": node_id, "pid": pid, "signal": "TERM",
+                "exit": node.proc.returncode if node.proc else None}
+
+    def restart(self, node_id: int, timeout: float = 120.0) -> dict:
+        node = self._node(node_id)
+        if node.alive:
+            self.resume(node_id)
+            return {"node": node_id, "pid": node.pid, "started": False}
+        node.start(wait=True, timeout=timeout)
+        return {"node": node_id, "pid": node.pid, "started": True}
+
+    def pause(self, node_id: int) -> dict:
+        pid = _signal(self._node(node_id).proc, signal.SIGSTOP)
+        if pid is not None:
+            self.paused.add(node_id)
+        return {"node": node_id, "pid": pid, "signal": "STOP"}
+
+    def resume(self, node_id: int) -> dict:
+        pid = _signal(self._node(node_id).proc, signal.SIGCONT)
+        self.paused.discard(node_id)
+        return {"node": node_id, "pid": pid, "signal": "CONT"}
+
+    def wait_healthy(self, timeout: float) -> bool:
+        if self.cluster is None:
+            return False
+        want = set(self.node_ids())
+        return _poll(lambda: all(self.is_up(n) for n in want)
+                     and all(want <= set(_metadata_brokers(*self.broker_address(n))) for n in want), timeout)
+
+    def logs(self) -> dict[str, str]:
+        base = Path(self.work_dir) / "kafka"
+        return {f"node-{n}": str(base / f"node-{n}" / "server.log") for n in self.node_ids()}
+
+
+# --------------------------------------------------------------------------- docker compose
+def _docker(*args: str, timeout: float = 60.0, check: bool = True) -> str:
+    out = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args)}: {(out.stderr or out.stdout).strip()}")
+    return out.stdout.strip()
+
+
+def docker_unavailable() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker is not installed"
+    try:
+        out = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                             text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"docker info failed ({exc})"
+    if out.returncode != 0:
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        return f"no docker daemon answers ({lines[-1] if lines else 'docker info failed'})"
+    return None
+
+
+class ComposeTarget(Target):
+    """The docker-compose stack: three broker containers and etcd, faults via ``docker``.
+
+    ``start()`` runs ``compose/stack.sh up`` unless the stack's brokers already run;
+    ``stop()`` takes the stack down only if this target brought it up."""
+
+    name = "compose"
+    capabilities = PROCESS_FAULTS
+
+    def __init__(self, work_dir: str, overrides: dict[str, str] | None = None) -> None:
+        reason = docker_unavailable()
+        if reason:
+            raise TargetUnavailable(f"compose: {reason}; start one with `compose/stack.sh engine` "
+                                    "(root) or use another target")
+        self.work_dir = os.path.abspath(work_dir)
+        self.project = os.environ.get("COMPOSE_PROJECT_NAME", "kbroker")
+        ports = [os.environ.get(f"KBROKER_PORT{n}", str(19091 + n)) for n in (1, 2, 3)]
+        super().__init__(",".join(f"127.0.0.1:{p}" for p in ports))
+        if overrides:
+            log.warning("compose target ignores broker overrides (set them in the image's "
+                        "server.properties)", overrides=sorted(overrides))
+        self.started_stack = False
+        self.paused: set[int] = set()
+
+    def container(self, node_id: int, running_only: bool = False) -> str:
+        args = ["ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}",
+                "--filter", f"label=com.docker.compose.service=broker{node_id}"]
+        if not running_only:
+            args.insert(1, "-a")
+        ids = _docker(*args).split()
+        if not ids:
+            raise RuntimeError(f"compose: no container for broker{node_id} in project {self.project}")
+        return ids[0]
+
+    def start(self) -> None:
+        if all(self._running(n) for n in self.node_ids()):
+            return
+        out = subprocess.run([str(REPO / "compose" / "stack.sh"), "up"], capture_output=True, text=True,
+                             timeout=1800)
+        if out.returncode != 0:
+            raise TargetUnavailable(f"compose: stack.sh up failed ({out.returncode}): "
+                                    f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
+        self.started_stack = True
+
+    def stop(self) -> None:
+        for n in list(self.paused):
+            with contextlib.suppress(Exception):
+                self.resume(n)
+        if self.started_stack:
+            subprocess.run([str(REPO / "compose" / "stack.sh"), "down"], capture_output=True, timeout=300)
+            self.started_stack = False
+
+    def _running(self, node_id: int) -> bool:
+        try:
+            return bool(_docker("ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}",
+                                "--filter", f"label=com.docker.compose.service=broker{node_id}"))
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            return False
+
+    def is_up(self, node_id: int) -> bool:
+        return self._running(node_id) and node_id not in self.paused
+
+    def kill9(self, node_id: int) -> dict:
+        cid = self.container(node_id)
+        if node_id in self.paused:
+            self.resume(node_id)
+        _docker("kill", "-s", "KILL", cid, check=False)
+        return {"node": node_id, "container": cid, "signal": "KILL"}
+
+    def terminate(self, node_id: int, timeout: float = 60.0) -> dict:
+        cid = self.container(node_id)
+        if node_id in self.paused:
+            self.resume(node_id)
+        _docker("kill", "-s", "TERM", cid, check=False)
+        exited = _poll(lambda: not self._running(node_id), timeout)
+        if not exited:
+            _docker("kill", "-s", "KILL", cid, check=False)
+        return {"node": node_id, "container": cid, "signal": "TERM", "exited": exited}
+
+    def restart(self, node_id: int, timeout: float = 60.0) -> dict:
+        cid = self.container(node_id)
+        if node_id in self.paused:
+            self.resume(node_id)
+            return {"node": node_id, "container": cid, "started": False}
+        if not self._running(node_id):
+            _docker("start", cid)
+        listening = _poll(lambda: _listening(*self.broker_address(node_id)), timeout)
+        return {"node": node_id, "container": cid, "started": True, "listening": listening}
+
+    def pause(self, node_id: int) -> dict:
+        cid = self.container(node_id)
+        _docker("pause", cid)
+        self.paused.add(node_id)
+        return {"node": node_id, "container": cid, "signal": "freeze"}
+
+    def resume(self, node_id: int) -> dict:
+        cid = self.container(node_id)
+        _docker("unpause", cid, check=False)
+        self.paused.discard(node_id)
+        return {"node": node_id, "container": cid, "signal": "thaw"}
+
+    def wait_healthy(self, timeout: float) -> bool:
+        want = set(self.node_ids())
+        return _poll(lambda: all(self.is_up(n) for n in want)
+                     and all(want <= set(_metadata_brokers(*self.broker_address(n))) for n in want), timeout)
+
+    def logs(self) -> dict[str, str]:
+        return {}  # `docker logs` of the containers: the runner may collect them itself
+
+
+# --------------------------------------------------------------------------- factory
+class ExternalTarget(Target):
+    """A cluster someone else runs: no faults, only the proxy."""
+
+    name = "external"
+    capabilities = frozenset({"proxy"})
+
+
+def make_target(spec: str, work_dir: str, overrides: dict[str, str] | None = None, *,
+                faults=()) -> Target:
+    """``devcluster`` | ``devcluster:netns`` | ``kafka`` | ``compose`` | ``HOST:PORT,...``.
+
+    ``overrides`` are broker properties (devcluster, kafka). ``faults`` (the nemesis names of
+    the run): ``partition`` among them makes a ``devcluster`` use network namespaces. Raises
+    :class:`TargetUnavailable` (one line) where the target cannot run here, ValueError for an
+    unknown spec."""
+    spec = spec.strip()
+    if spec in ("devcluster", "devcluster:netns"):
+        netns = spec.endswith(":netns") or "partition" in set(faults)
+        return DevClusterTarget(work_dir, overrides, netns=netns)
+    if spec == "kafka":
+        return KafkaTarget(work_dir, overrides)
+    if spec == "compose":
+        return ComposeTarget(work_dir, overrides)
+    if ":" in spec:
+        try:
+            target = ExternalTarget(spec)
+        except ValueError as exc:
+            raise ValueError(f"target {spec!r}: {exc}") from None
+        if overrides:
+            log.warning("external target ignores broker overrides", overrides=sorted(overrides))
+        return target
+    raise ValueError(f"unknown target {spec!r}: expected devcluster, devcluster:netns, kafka, compose "
+                     "or HOST:PORT[,HOST:PORT...]")

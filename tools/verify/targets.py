@@ -269,7 +269,65 @@ class Topology:
 
 
 # --------------------------------------------------------------------------- devcluster
-class DevClusterTarget(Target):
+class ProcessTarget(Target):
+    """Brokers that are local processes this run started: faults by signal to their pids.
+
+    Subclasses give ``_node(node_id)``, an object with ``proc`` (its Popen), ``alive``,
+    ``kill9()``, ``stop(timeout)`` and ``start(wait=, timeout=)``, and keep ``paused``."""
+
+    term_timeout_s = 40.0
+    restart_timeout_s = 60.0
+
+    def __init__(self, bootstrap: str = "") -> None:
+        super().__init__(bootstrap)
+        self.paused: set[int] = set()
+
+    def _node(self, node_id: int):
+        raise NotImplementedError
+
+    def pid(self, node_id: int) -> int | None:
+        node = self._node(node_id)
+        return node.proc.pid if node.alive else None
+
+    def kill9(self, node_id: int) -> dict:
+        node = self._node(node_id)
+        pid = self.pid(node_id)
+        _signal(node.proc, signal.SIGCONT)  # a stopped process dies only once continued
+        node.kill9()
+        self.paused.discard(node_id)
+        return {"node": node_id, "pid": pid, "signal": "KILL"}
+
+    def terminate(self, node_id: int, timeout: float | None = None) -> dict:
+        node = self._node(node_id)
+        pid = self.pid(node_id)
+        _signal(node.proc, signal.SIGCONT)
+        self.paused.discard(node_id)
+        node.stop(self.term_timeout_s if timeout is None else timeout)
+        return {"node": node_id, "pid": pid, "signal": "TERM",
+                "exit": node.proc.returncode if node.proc else None}
+
+    def restart(self, node_id: int, timeout: float | None = None) -> dict:
+        """Bring the node back (SIGCONT if paused, start it if it is down); waits until it listens."""
+        node = self._node(node_id)
+        if node.alive:
+            self.resume(node_id)
+            return {"node": node_id, "pid": node.proc.pid, "started": False}
+        node.start(wait=True, timeout=self.restart_timeout_s if timeout is None else timeout)
+        return {"node": node_id, "pid": node.proc.pid, "started": True}
+
+    def pause(self, node_id: int) -> dict:
+        pid = _signal(self._node(node_id).proc, signal.SIGSTOP)
+        if pid is not None:
+            self.paused.add(node_id)
+        return {"node": node_id, "pid": pid, "signal": "STOP"}
+
+    def resume(self, node_id: int) -> dict:
+        pid = _signal(self._node(node_id).proc, signal.SIGCONT)
+        self.paused.discard(node_id)
+        return {"node": node_id, "pid": pid, "signal": "CONT"}
+
+
+class DevClusterTarget(ProcessTarget):
     """etcd and three kbroker processes (``broker.devcluster``), optionally in namespaces."""
 
     name = "devcluster"
@@ -292,7 +350,6 @@ class DevClusterTarget(Target):
         self.name = "devcluster:netns" if netns else "devcluster"
         self.cluster = None
         self.topology: Topology | None = None
-        self.paused: set[int] = set()
         self.cut: set[int] = set()
 
     @property
@@ -356,49 +413,9 @@ class DevClusterTarget(Target):
         node = self._node(node_id)
         return node.host, node.port
 
-    def pid(self, node_id: int) -> int | None:
-        node = self._node(node_id)
-        return node.proc.pid if node.alive else None
-
     def is_up(self, node_id: int) -> bool:
         """Running, not paused and not cut off."""
         return self._node(node_id).alive and node_id not in self.paused and node_id not in self.cut
-
-    def kill9(self, node_id: int) -> dict:
-        node = self._node(node_id)
-        pid = self.pid(node_id)
-        node.resume()
-        node.kill9()
-        self.paused.discard(node_id)
-        return {"node": node_id, "pid": pid, "signal": "KILL"}
-
-    def terminate(self, node_id: int, timeout: float = 40.0) -> dict:
-        node = self._node(node_id)
-        pid = self.pid(node_id)
-        node.resume()
-        self.paused.discard(node_id)
-        rc = node.stop(timeout)
-        return {"node": node_id, "pid": pid, "signal": "TERM", "exit": rc}
-
-    def restart(self, node_id: int, timeout: float = 60.0) -> dict:
-        """Bring the node back (SIGCONT if paused, start it if it is down); waits until it listens."""
-        node = self._node(node_id)
-        if node.alive:
-            self.resume(node_id)
-            return {"node": node_id, "pid": node.proc.pid, "started": False}
-        node.start(wait=True, timeout=timeout)
-        return {"node": node_id, "pid": node.proc.pid, "started": True}
-
-    def pause(self, node_id: int) -> dict:
-        pid = _signal(self._node(node_id).proc, signal.SIGSTOP)
-        if pid is not None:
-            self.paused.add(node_id)
-        return {"node": node_id, "pid": pid, "signal": "STOP"}
-
-    def resume(self, node_id: int) -> dict:
-        pid = _signal(self._node(node_id).proc, signal.SIGCONT)
-        self.paused.discard(node_id)
-        return {"node": node_id, "pid": pid, "signal": "CONT"}
 
     def partition(self, node_id: int) -> dict:
         if self.topology is None:
@@ -468,11 +485,13 @@ def _import_kraft_cluster():
     return kraft_cluster
 
 
-class KafkaTarget(Target):
+class KafkaTarget(ProcessTarget):
     """Apache Kafka 4.3.1, three combined broker+controller KRaft nodes, faults by pid."""
 
     name = "kafka"
     capabilities = PROCESS_FAULTS
+    term_timeout_s = 60.0
+    restart_timeout_s = 120.0
 
     def __init__(self, work_dir: str, overrides: dict[str, str] | None = None, nodes: int = 3) -> None:
         super().__init__("")
@@ -483,7 +502,6 @@ class KafkaTarget(Target):
         self.overrides = {**KAFKA_DEFAULTS, **(overrides or {})}
         self.n_nodes = nodes
         self.cluster = None
-        self.paused: set[int] = set()
 
     @property
     def session_timeout_s(self) -> float:
@@ -522,42 +540,6 @@ class KafkaTarget(Target):
 
     def is_up(self, node_id: int) -> bool:
         return self._node(node_id).alive and node_id not in self.paused
-
-    def kill9(self, node_id: int) -> dict:
-        node = self._node(node_id)
-        pid = node.pid if node.alive else None
-        _signal(node.proc, signal.SIGCONT)
-        node.kill9()
-        self.paused.discard(node_id)
-        return {"node": node_id, "pid": pid, "signal": "KILL"}
-
-    def terminate(self, node_id: int, timeout: float = 60.0) -> dict:
-        node = self._node(node_id)
-        pid = node.pid if node.alive else None
-        _signal(node.proc, signal.SIGCONT)
-        self.paused.discard(node_id)
-        node.stop(timeout)
-        return {"node": node_id, "pid": pid, "signal": "TERM",
-                "exit": node.proc.returncode if node.proc else None}
-
-    def restart(self, node_id: int, timeout: float = 120.0) -> dict:
-        node = self._node(node_id)
-        if node.alive:
-            self.resume(node_id)
-            return {"node": node_id, "pid": node.pid, "started": False}
-        node.start(wait=True, timeout=timeout)
-        return {"node": node_id, "pid": node.pid, "started": True}
-
-    def pause(self, node_id: int) -> dict:
-        pid = _signal(self._node(node_id).proc, signal.SIGSTOP)
-        if pid is not None:
-            self.paused.add(node_id)
-        return {"node": node_id, "pid": pid, "signal": "STOP"}
-
-    def resume(self, node_id: int) -> dict:
-        pid = _signal(self._node(node_id).proc, signal.SIGCONT)
-        self.paused.discard(node_id)
-        return {"node": node_id, "pid": pid, "signal": "CONT"}
 
     def wait_healthy(self, timeout: float) -> bool:
         if self.cluster is None:

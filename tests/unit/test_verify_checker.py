@@ -249,6 +249,12 @@ def test_a_value_read_at_another_offset_than_its_aborted_write_is_not_g1a():
     assert check(h.ops).counts.get("G1a") == 1
 
 
+def test_an_aborted_transaction_reading_its_own_send_is_precommitted_read_not_g1a():
+    h = H()
+    h.op(1, [send("k/0", 0, 1), poll({"k/0": [(0, 1)]})], type_=FAIL)
+    assert set(check(h.ops, isolation="read_uncommitted").counts) == {"precommitted-read"}
+
+
 def test_precommitted_read_of_own_send():
     h = H()
     t = h.op(1, [send("k/0", 0, 1), poll({"k/0": [(0, 1)]})])

@@ -459,7 +459,8 @@ def _reads_checks(a: _Analysis, found: _Findings) -> None:
                 w = writers.get(v)
                 if w is None:
                     continue
-                if w.type == FAIL and _read_of_write(a, w, k, p):
+                # (a transaction reading its own send is a precommitted-read, below, not G1a)
+                if w.type == FAIL and w is not op and _read_of_write(a, w, k, p):
                     def make(k=k, v=v, w=w, op=op):
                         return (f"{k} value {v!r} was read by {op.f} (process {op.process}) but "
                                 f"every write of it failed",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -65,11 +65,13 @@ class BrokerCoordinatorServices:
         return (await self.append_at(topic, partition, records, timeout_ms))[0]
 
     async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int, *,
-                        verification_guard: object | None = None) -> tuple[int, int]:
+                        verification_guard: object | None = None,
+                        on_appended: Callable[[int], None] | None = None) -> tuple[int, int]:
         """:meth:`append`, with the batch's base offset: (0, base offset) or (error, -1)."""
         try:
             info = await self.broker.replica_manager.append_replicated(
-                topic, partition, records, timeout_ms, verification_guard=verification_guard)
+                topic, partition, records, timeout_ms, verification_guard=verification_guard,
+                on_appended=on_appended)
         except KafkaError as exc:
             return exc.code, -1
         except Exception:

@@ -346,11 +346,15 @@ class ReplicaManager:
         return None if part is None else part.log.producer_state.start_verification(producer_id, producer_epoch)
 
     async def append_replicated(self, topic: str, partition: int, records: bytes, timeout_ms: int,
-                                *, client: bool = False, verification_guard: object | None = None) -> AppendInfo:
-        """An acks=all append for coordinators: returns once replicated, else raises."""
+                                *, client: bool = False, verification_guard: object | None = None,
+                                on_appended: Callable[[int], None] | None = None) -> AppendInfo:
+        """An acks=all append for coordinators: returns once replicated, else raises;
+        ``on_appended`` gets the base offset as soon as the batch is in the local log."""
         if verification_guard is not None:
             self.check_verification(topic, partition, records, verification_guard)
         info = self.append(topic, partition, records, client=client, acks=-1)
+        if on_appended is not None:
+            on_appended(info.base_offset)
         waiter = self.delayed_produce(topic, partition, info.last_offset + 1)
         if waiter is not None:
             try:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -1088,9 +1089,18 @@ class GroupCoordinator:
             group.prepare_txn_offset_commit(producer_id, valid)
         else:
             group.prepare_offset_commit(valid)
+
+        def in_local_log(base_offset: int) -> None:
+            # Where the batch sits in the log orders it against the producer's marker: a marker
+            # that lands while the batch is still being replicated comes after it, and a COMMIT
+            # must apply it (as replaying the log would).
+            if transactional:
+                for c in valid.values():
+                    c.log_offset = base_offset
+
         error, base_offset = await self._append(group.group_id, records, producer_id=producer_id,
                                                 producer_epoch=producer_epoch, transactional=transactional,
-                                                verification_guard=verification_guard)
+                                                verification_guard=verification_guard, on_appended=in_local_log)
         if transactional and not error:
             await self._txn_offsets_delay_fault_point()
         if error:
@@ -1334,7 +1344,8 @@ class GroupCoordinator:
 
     async def _append(self, group_id: str, records: list[tuple[bytes, bytes | None]], *,
                       producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                      transactional: bool = False, verification_guard: object | None = None) -> tuple[int, int]:
+                      transactional: bool = False, verification_guard: object | None = None,
+                      on_appended: Callable[[int], None] | None = None) -> tuple[int, int]:
         """Append one batch to the group's ``__consumer_offsets`` partition with acks=all:
         (0, base offset), or (error, -1); NOT_COORDINATOR when the partition is no longer owned
         at the epoch it was owned at when the write was decided."""
@@ -1349,7 +1360,7 @@ class GroupCoordinator:
                             producer_epoch=producer_epoch, transactional=transactional)
         error, base_offset = await self.s.append_at(OFFSETS_TOPIC, partition, bytes(batch),
                                                     self.s.config("offsets.commit.timeout.ms"),
-                                                    verification_guard=verification_guard)
+                                                    verification_guard=verification_guard, on_appended=on_appended)
         if not error and not self.ownership.is_current(partition, epoch):
             error = ErrorCode.not_leader_or_follower  # leadership moved while the write was in flight
         return error, base_offset

@@ -8,6 +8,7 @@ epoch, and every write is an acks=all append that may fail because leadership mo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -38,10 +39,12 @@ class GroupServices(Protocol):
         (COORDINATOR_NOT_AVAILABLE while a cluster creates it)."""
 
     async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int, *,
-                        verification_guard: object | None = None) -> tuple[int, int]:
+                        verification_guard: object | None = None,
+                        on_appended: Callable[[int], None] | None = None) -> tuple[int, int]:
         """Append one batch as the leader with acks=all: (0, base offset) once the ISR has it,
         else (error code, -1); with a KIP-890 ``verification_guard``, INVALID_TXN_STATE if a
-        marker ended the transaction since the guard was taken."""
+        marker ended the transaction since the guard was taken. ``on_appended`` gets the
+        base offset as soon as the batch is in the local log, before replication."""
 
     def local_log(self, topic: str, partition: int) -> Log:
         """The local replica's log (read in a worker thread while loading)."""

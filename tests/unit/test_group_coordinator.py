@@ -586,3 +586,35 @@ async def test_txn_offset_commit_from_an_old_generation_is_refused_and_leaves_no
         group_id="g", producer_id=9, producer_epoch=0, member_id=member, group_instance_id=None,
         generation_id=gen, offsets={("in", 0): OffsetAndMetadata(5)})
     assert r == {("in", 0): 0} and h.group("g").has_pending_offset_commits(("in", 0))
+
+
+async def test_a_commit_marker_applies_offsets_whose_append_is_still_being_replicated(tmp_path):
+    """A retried (or duplicated) TxnOffsetCommit is in the log, not yet replicated, when the
+    transaction's COMMIT lands after it: the offsets are the transaction's and are committed,
+    as replaying the log commits them. Before, the marker skipped the entry still in flight,
+    so the group kept older offsets and the copier, rewound to them, copied records twice."""
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    try:
+        h.create_topic("in", 2)
+        first = await h.coordinator.txn_offset_commit(
+            group_id="copier", producer_id=1000, producer_epoch=0, member_id="", group_instance_id=None,
+            generation_id=-1, offsets={("in", 1): OffsetAndMetadata(4874)})
+        assert first == {("in", 1): 0}
+        task, replicated = await txn_offsets_waiting_for_replication(h, "copier", 1000, 0, {("in", 1): 4874})
+        write_marker(h, "copier", 1000, 0, commit=True)
+        assert {tp: c.offset for tp, c in h.group("copier").offsets.items()} == {("in", 1): 4874}
+        replicated.set()
+        assert await task == {("in", 1): 0}
+        assert not h.group("copier").pending_txn_offsets
+    finally:
+        await h.stop()
+    h = await Harness(path).start()
+    try:
+        for _ in range(200):
+            if not h.coordinator.is_loading:
+                break
+            await asyncio.sleep(0.02)
+        assert {tp: c.offset for tp, c in h.group("copier").offsets.items()} == {("in", 1): 4874}
+    finally:
+        await h.stop()

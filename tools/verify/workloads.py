@@ -463,7 +463,14 @@ class Copier:
             if self.stop:
                 return
             try:
-                for tp in self.consumer.committed(self.consumer.assignment(), 10):
+                committed = self.consumer.committed(self.consumer.assignment(), 10)
+                failed = [tp for tp in committed if tp.error is not None]
+                if failed:  # a partition's offset could not be read: never guess it
+                    raise KafkaException(failed[0].error)
+                # Logged so that a rewind to the wrong place can be told from a wrong answer.
+                log.info("rewind", process=self.proc,
+                         committed={f"{tp.topic}/{tp.partition}": tp.offset for tp in committed})
+                for tp in committed:
                     offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
                     self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
                 return

@@ -501,12 +501,8 @@ async def test_offsets_of_a_transaction_aborted_while_their_append_waited_are_ne
         assert h.coordinator.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
     finally:
         await h.stop()
-    h = await Harness(path).start()
+    h = await restarted(path)
     try:
-        for _ in range(200):
-            if not h.coordinator.is_loading:
-                break
-            await asyncio.sleep(0.02)
         assert h.coordinator.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
     finally:
         await h.stop()
@@ -528,12 +524,8 @@ async def test_a_commit_marker_skips_offsets_an_older_epoch_left_pending_in_memo
         assert {tp: c.offset for tp, c in h.group("g").offsets.items()} == {("in", 1): 20}
     finally:
         await h.stop()
-    h = await Harness(path).start()
+    h = await restarted(path)
     try:
-        for _ in range(200):
-            if not h.coordinator.is_loading:
-                break
-            await asyncio.sleep(0.02)
         assert {tp: c.offset for tp, c in h.group("g").offsets.items()} == {("in", 1): 20}
         assert not h.group("g").pending_txn_offsets
     finally:
@@ -609,12 +601,8 @@ async def test_a_commit_marker_applies_offsets_whose_append_is_still_being_repli
         assert not h.group("copier").pending_txn_offsets
     finally:
         await h.stop()
-    h = await Harness(path).start()
+    h = await restarted(path)
     try:
-        for _ in range(200):
-            if not h.coordinator.is_loading:
-                break
-            await asyncio.sleep(0.02)
         assert {tp: c.offset for tp, c in h.group("copier").offsets.items()} == {("in", 1): 4874}
     finally:
         await h.stop()

@@ -5,6 +5,9 @@ This module owns the multi-node Apache Kafka launcher: config, storage format, s
 readiness, per-node kill -9 / restart, and finding the active KRaft controller.  Each node
 is a broker and a controller voter (static quorum, ``controller.quorum.voters`` naming all
 nodes), with its own PLAINTEXT and CONTROLLER port on 127.0.0.1 and its own data dir.
+``KafkaCluster(node_hosts=, command_prefixes=)`` put a node on another address and run its JVM
+under a command prefix instead (``ip netns exec NS``: each node in its own network namespace,
+as kbroker-verify's partition fault does; its listeners and the quorum voters use that address).
 
 Usage from Python (run from the repo root)::
 
@@ -93,10 +96,12 @@ class KafkaNode:
     controller_port: int
     internal_port: int = 0  # the INTERNAL listener, used only under an authorizer
     proc: subprocess.Popen | None = None
+    host: str = HOST  # the address every listener of this node binds and advertises
+    command_prefix: list[str] = field(default_factory=list)  # e.g. ["ip", "netns", "exec", NS]
 
     @property
     def address(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -126,8 +131,9 @@ class KafkaNode:
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": c.voters,
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port},"
+                                    f"CONTROLLER://{self.host}:{self.controller_port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -145,7 +151,8 @@ class KafkaNode:
         }
         cfg.update(c.extra_config)
         if "authorizer.class.name" in cfg:
-            cfg.update(_node_principal_config(cfg, self.port, self.controller_port, self.internal_port))
+            cfg.update(_node_principal_config(cfg, self.port, self.controller_port, self.internal_port,
+                                              host=self.host))
         return cfg
 
     def start(self, wait: bool = True, timeout: float | None = None) -> KafkaNode:
@@ -159,7 +166,7 @@ class KafkaNode:
             log.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
-                [str(KAFKA_RUN), "kafka.Kafka", str(self.props_file)],
+                [*self.command_prefix, str(KAFKA_RUN), "kafka.Kafka", str(self.props_file)],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
@@ -176,7 +183,7 @@ class KafkaNode:
                 rc = self.proc.returncode if self.proc else None
                 raise RuntimeError(f"Kafka node {self.node_id} exited with {rc}; log tail:\n{self.log_tail()}")
             with contextlib.suppress(OSError, struct.error, ConnectionError):
-                if want <= set(metadata_brokers(HOST, self.port)):
+                if want <= set(metadata_brokers(self.host, self.port)):
                     return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Kafka node {self.node_id} not ready on {self.address} "
@@ -211,13 +218,13 @@ class KafkaNode:
 
 
 def _node_principal_config(cfg: dict[str, str], port: int, controller_port: int,
-                           internal_port: int) -> dict[str, str]:
+                           internal_port: int, host: str = HOST) -> dict[str, str]:
     """Under an authorizer the nodes reach each other on CONTROLLER and INTERNAL listeners as the
     super user ``User:kafka-node`` (:func:`node_principal_builder`); clients keep PLAINTEXT as
     ``User:ANONYMOUS``, so their ACLs apply. Without it, StandardAuthorizer refuses the quorum's
     own requests (AuthorizerNotReady) unless ANONYMOUS is a super user, which bypasses ACLs."""
     supers = [s for s in cfg.get("super.users", "").split(";") if s]
-    listeners = f"PLAINTEXT://{HOST}:{port},INTERNAL://{HOST}:{internal_port},CONTROLLER://{HOST}:{controller_port}"
+    listeners = f"PLAINTEXT://{host}:{port},INTERNAL://{host}:{internal_port},CONTROLLER://{host}:{controller_port}"
     return {
         "listeners": listeners, "advertised.listeners": listeners,
         "inter.broker.listener.name": "INTERNAL",
@@ -255,6 +262,10 @@ class KafkaCluster:
     nodes: dict[int, KafkaNode] = field(default_factory=dict)
     cluster_id: str = ""
     _own_workdir: bool = False
+    # per node id: the address it listens on (default 127.0.0.1) and a prefix for its JVM's
+    # command (e.g. ``ip netns exec NS``), as broker.devcluster.DevCluster takes them
+    node_hosts: dict[int, str] = field(default_factory=dict)
+    command_prefixes: dict[int, list[str]] = field(default_factory=dict)
 
     @property
     def bootstrap(self) -> str:
@@ -262,7 +273,7 @@ class KafkaCluster:
 
     @property
     def voters(self) -> str:
-        return ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in self.nodes.values())
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values())
 
     @property
     def pids(self) -> dict[int, int | None]:
@@ -291,7 +302,9 @@ class KafkaCluster:
                     used.add(p)
                     return p
 
-        self.nodes = {i: KafkaNode(self, i, port(), port(), port()) for i in range(1, self.n_nodes + 1)}
+        self.nodes = {i: KafkaNode(self, i, port(), port(), port(), host=self.node_hosts.get(i, HOST),
+                                   command_prefix=list(self.command_prefixes.get(i, [])))
+                      for i in range(1, self.n_nodes + 1)}
         self.cluster_id = random_cluster_id()
         for node in self.nodes.values():
             node.dir.mkdir(parents=True, exist_ok=True)

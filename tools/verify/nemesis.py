@@ -267,9 +267,11 @@ def make_nemeses(names: list[str], target: Target, proxy=None,
         nemesis = _make(name.strip(), target, proxy, coordinator_keys)
         if nemesis.capability not in target.capabilities:
             can = ", ".join(sorted(target.capabilities)) or "none"
+            needs = {"devcluster": "devcluster:netns",
+                     "kafka": "kafka made for a run with the partition fault (make_target faults=)"}
             raise ValueError(f"target {target.name} cannot do the {name} fault (it can: {can})"
-                             + ("; partition needs devcluster:netns (root and iproute2)"
-                                if name == "partition" and target.name == "devcluster" else ""))
+                             + (f"; partition needs {needs[target.name]}: network namespaces, root and iproute2"
+                                if name == "partition" and target.name in needs else ""))
         out.append(nemesis)
     return out
 

@@ -7,7 +7,9 @@ restart, network cut, etcd kill), each done by pid (or by container for ``compos
   failover timeouts; ``devcluster:netns`` (or ``devcluster`` when the run asks for the
   ``partition`` fault) puts each broker in its own network namespace behind a bridge, as
   the partition tests do (:class:`Topology`; needs root and iproute2);
-- ``kafka``: Apache Kafka 4.3.1, three KRaft nodes (``compat/kafka/kraft_cluster.py``);
+- ``kafka``: Apache Kafka 4.3.1, three KRaft nodes (``compat/kafka/kraft_cluster.py``), in
+  namespaces the same way when the run asks for the ``partition`` fault (a cut node loses the
+  controller quorum, the other brokers and the clients);
 - ``compose``: the docker-compose stack (``compose/stack.sh``), faults through ``docker``;
 - ``HOST:PORT,...``: an external cluster; no faults (only the proxy, which the runner owns).
 
@@ -327,8 +329,56 @@ class ProcessTarget(Target):
         return {"node": node_id, "pid": pid, "signal": "CONT"}
 
 
-class DevClusterTarget(ProcessTarget):
+class NetnsNodes:
+    """Nodes in network namespaces of a :class:`Topology` (when the target was made with
+    ``netns``): the partition fault sets a node's bridge-side link down, cutting it off from
+    every other process at once. Mixed into the process targets that can run that way."""
+
+    cut_label = "everything"  # what a cut node loses, for the history
+    topology: Topology | None = None
+    cut: set[int]
+    paused: set[int]
+
+    def _create_topology(self, nodes: int) -> Topology:
+        self.topology = Topology(nodes).create()
+        return self.topology
+
+    def _heal_cut_links(self) -> None:
+        """Before a clean shutdown, so that a controlled shutdown can reach the others."""
+        if self.topology is not None:
+            for n in list(self.cut):
+                with contextlib.suppress(Exception):
+                    self.topology.heal(n)
+
+    def _destroy_topology(self) -> None:
+        self.cut.clear()
+        if self.topology is not None:
+            self.topology.destroy()
+            self.topology = None
+
+    def is_up(self, node_id: int) -> bool:
+        """Running, not paused and not cut off."""
+        return self._node(node_id).alive and node_id not in self.paused and node_id not in self.cut
+
+    def partition(self, node_id: int) -> dict:
+        if self.topology is None:
+            self._unsupported(f"partition a node without network namespaces (use {self.name}:netns)")
+        self.topology.cut(node_id)
+        self.cut.add(node_id)
+        return {"node": node_id, "link": self.topology.host_link(node_id), "cut": self.cut_label}
+
+    def heal(self, node_id: int) -> dict:
+        if self.topology is None:
+            self._unsupported("heal a partition without network namespaces")
+        self.topology.heal(node_id)
+        self.cut.discard(node_id)
+        return {"node": node_id, "link": self.topology.host_link(node_id)}
+
+
+class DevClusterTarget(NetnsNodes, ProcessTarget):
     """etcd and three kbroker processes (``broker.devcluster``), optionally in namespaces."""
+
+    cut_label = "etcd+brokers+clients"
 
     name = "devcluster"
 
@@ -349,7 +399,6 @@ class DevClusterTarget(ProcessTarget):
         self.capabilities = frozenset(ALL_FAULTS if netns else ALL_FAULTS - {"partition"})
         self.name = "devcluster:netns" if netns else "devcluster"
         self.cluster = None
-        self.topology: Topology | None = None
         self.cut: set[int] = set()
 
     @property
@@ -363,8 +412,7 @@ class DevClusterTarget(ProcessTarget):
 
         kwargs = {}
         if self.netns:
-            self.topology = Topology(self.n_nodes).create()
-            t = self.topology
+            t = self._create_topology(self.n_nodes)
             kwargs = dict(base_port=9092, etcd_host=t.host_ip,
                           node_hosts={n: t.node_ip(n) for n in t.node_ids},
                           command_prefixes={n: t.prefix(n) for n in t.node_ids})
@@ -387,19 +435,13 @@ class DevClusterTarget(ProcessTarget):
         if cluster is not None:
             for node in cluster.nodes.values():
                 node.resume()
-            if self.topology is not None:
-                for n in list(self.cut):
-                    with contextlib.suppress(Exception):
-                        self.topology.heal(n)
+            self._heal_cut_links()
             try:
                 cluster.stop()
             finally:
                 cluster.kill()
         self.paused.clear()
-        self.cut.clear()
-        if self.topology is not None:
-            self.topology.destroy()
-            self.topology = None
+        self._destroy_topology()
 
     def _node(self, node_id: int):
         if self.cluster is None:
@@ -412,24 +454,6 @@ class DevClusterTarget(ProcessTarget):
     def broker_address(self, node_id: int) -> tuple[str, int]:
         node = self._node(node_id)
         return node.host, node.port
-
-    def is_up(self, node_id: int) -> bool:
-        """Running, not paused and not cut off."""
-        return self._node(node_id).alive and node_id not in self.paused and node_id not in self.cut
-
-    def partition(self, node_id: int) -> dict:
-        if self.topology is None:
-            self._unsupported("partition a broker without network namespaces (use devcluster:netns)")
-        self.topology.cut(node_id)
-        self.cut.add(node_id)
-        return {"node": node_id, "link": self.topology.host_link(node_id), "cut": "etcd+brokers+clients"}
-
-    def heal(self, node_id: int) -> dict:
-        if self.topology is None:
-            self._unsupported("heal a partition without network namespaces")
-        self.topology.heal(node_id)
-        self.cut.discard(node_id)
-        return {"node": node_id, "link": self.topology.host_link(node_id)}
 
     def kill_etcd(self) -> dict:
         proc = self.cluster.etcd if self.cluster else None
@@ -485,23 +509,37 @@ def _import_kraft_cluster():
     return kraft_cluster
 
 
-class KafkaTarget(ProcessTarget):
-    """Apache Kafka 4.3.1, three combined broker+controller KRaft nodes, faults by pid."""
+class KafkaTarget(NetnsNodes, ProcessTarget):
+    """Apache Kafka 4.3.1, three combined broker+controller KRaft nodes, faults by pid.
+
+    With ``netns=True`` (``make_target`` sets it when the run asks for the ``partition`` fault)
+    each node runs in its own network namespace of a :class:`Topology`, as ``devcluster:netns``
+    does, its listeners and the quorum voters on the namespace's address; the clients reach the
+    nodes over the bridge. A partition sets the node's bridge-side link down: it loses the
+    controller quorum, the other brokers and the clients at once."""
 
     name = "kafka"
     capabilities = PROCESS_FAULTS
+    cut_label = "quorum+brokers+clients"
     term_timeout_s = 60.0
     restart_timeout_s = 120.0
 
-    def __init__(self, work_dir: str, overrides: dict[str, str] | None = None, nodes: int = 3) -> None:
+    def __init__(self, work_dir: str, overrides: dict[str, str] | None = None, nodes: int = 3,
+                 netns: bool = False) -> None:
         super().__init__("")
         if shutil.which("java") is None:
             raise TargetUnavailable("kafka: java is not installed (openjdk-17-jre-headless)")
+        if netns and (reason := netns_unavailable()):
+            raise TargetUnavailable(f"kafka:netns: {reason}")
         self._kc_module = _import_kraft_cluster()
         self.work_dir = os.path.abspath(work_dir)
         self.overrides = {**KAFKA_DEFAULTS, **(overrides or {})}
         self.n_nodes = nodes
+        self.netns = netns
+        self.capabilities = frozenset(PROCESS_FAULTS | {"partition"} if netns else PROCESS_FAULTS)
+        self.name = "kafka:netns" if netns else "kafka"
         self.cluster = None
+        self.cut: set[int] = set()
 
     @property
     def session_timeout_s(self) -> float:
@@ -512,20 +550,31 @@ class KafkaTarget(ProcessTarget):
             return
         workdir = Path(self.work_dir) / "kafka"
         shutil.rmtree(workdir, ignore_errors=True)  # a fresh cluster: kafka-storage format refuses old data
-        kc = self._kc_module.KafkaCluster(n_nodes=self.n_nodes, workdir=workdir,
-                                          keep=True, extra_config=dict(self.overrides))
-        self.cluster = kc
-        kc.start()  # stops its nodes itself if start-up fails
+        try:
+            kwargs = {}
+            if self.netns:
+                t = self._create_topology(self.n_nodes)
+                kwargs = dict(node_hosts={n: t.node_ip(n) for n in t.node_ids},
+                              command_prefixes={n: t.prefix(n) for n in t.node_ids})
+            kc = self._kc_module.KafkaCluster(n_nodes=self.n_nodes, workdir=workdir,
+                                              keep=True, extra_config=dict(self.overrides), **kwargs)
+            self.cluster = kc
+            kc.start()  # stops its nodes itself if start-up fails
+        except BaseException:
+            self.stop()  # and takes the namespaces away
+            raise
         self.bootstrap = kc.bootstrap
-        log.info("kafka started", bootstrap=self.bootstrap, pids=kc.pids)
+        log.info("kafka started", bootstrap=self.bootstrap, netns=self.netns, pids=kc.pids)
 
     def stop(self) -> None:
         kc, self.cluster = self.cluster, None
         if kc is not None:
             for node in kc.nodes.values():
                 _signal(node.proc, signal.SIGCONT)
+            self._heal_cut_links()
             kc.stop()
         self.paused.clear()
+        self._destroy_topology()
 
     def _node(self, node_id: int):
         if self.cluster is None:
@@ -537,9 +586,6 @@ class KafkaTarget(ProcessTarget):
 
     def broker_address(self, node_id: int) -> tuple[str, int]:
         return _split(self._node(node_id).address)
-
-    def is_up(self, node_id: int) -> bool:
-        return self._node(node_id).alive and node_id not in self.paused
 
     def wait_healthy(self, timeout: float) -> bool:
         if self.cluster is None:
@@ -575,11 +621,35 @@ def docker_unavailable() -> str | None:
     return None
 
 
+COMPOSE_PROPERTIES = REPO / "compose" / "broker.properties"
+COMPOSE_SERVER_PROPERTIES = "/etc/kbroker/server.properties"  # where the Dockerfile puts it
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+def _session_timeout_ms(properties: str, default: int = 9000) -> int:
+    """``broker.session.timeout.ms`` of a server.properties text (the broker's default if unset)."""
+    value = default
+    for line in properties.splitlines():
+        key, sep, raw = line.strip().partition("=")
+        if sep and not key.startswith(("#", "!")) and key.strip() == "broker.session.timeout.ms":
+            with contextlib.suppress(ValueError):
+                value = int(raw.strip())
+    return value
+
+
 class ComposeTarget(Target):
     """The docker-compose stack: three broker containers and etcd, faults via ``docker``.
 
-    ``start()`` runs ``compose/stack.sh up`` unless the stack's brokers already run;
-    ``stop()`` takes the stack down only if this target brought it up."""
+    ``start()`` runs ``compose/stack.sh up`` unless the stack's brokers already run, and reads
+    the brokers' ``broker.session.timeout.ms`` (a pause is held past it); ``stop()`` writes the
+    containers' ``docker logs`` under ``<work_dir>/compose/`` and takes the stack down only if
+    this target brought it up."""
 
     name = "compose"
     capabilities = PROCESS_FAULTS
@@ -598,6 +668,25 @@ class ComposeTarget(Target):
                         "server.properties)", overrides=sorted(overrides))
         self.started_stack = False
         self.paused: set[int] = set()
+        self._session_timeout_s: float | None = None
+
+    @property
+    def session_timeout_s(self) -> float:
+        """``broker.session.timeout.ms`` of the running brokers' server.properties (read at
+        ``start()``), else of compose/broker.properties, else the broker's default (9 s)."""
+        if self._session_timeout_s is None:
+            self._session_timeout_s = _session_timeout_ms(_read_text(COMPOSE_PROPERTIES)) / 1000
+        return self._session_timeout_s
+
+    def _read_session_timeout(self) -> None:
+        try:
+            text = _docker("exec", self.container(1, running_only=True), "cat", COMPOSE_SERVER_PROPERTIES,
+                           timeout=15)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("compose: cannot read the brokers' server.properties; using the source tree's",
+                        error=str(exc))
+            text = _read_text(COMPOSE_PROPERTIES)
+        self._session_timeout_s = _session_timeout_ms(text) / 1000
 
     def container(self, node_id: int, running_only: bool = False) -> str:
         args = ["ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}",
@@ -610,19 +699,23 @@ class ComposeTarget(Target):
         return ids[0]
 
     def start(self) -> None:
-        if all(self._running(n) for n in self.node_ids()):
-            return
-        out = subprocess.run([str(REPO / "compose" / "stack.sh"), "up"], capture_output=True, text=True,
-                             timeout=1800)
-        if out.returncode != 0:
-            raise TargetUnavailable(f"compose: stack.sh up failed ({out.returncode}): "
-                                    f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
-        self.started_stack = True
+        if not all(self._running(n) for n in self.node_ids()):
+            out = subprocess.run([str(REPO / "compose" / "stack.sh"), "up"], capture_output=True, text=True,
+                                 timeout=1800)
+            if out.returncode != 0:
+                raise TargetUnavailable(f"compose: stack.sh up failed ({out.returncode}): "
+                                        f"{(out.stderr or out.stdout).strip().splitlines()[-1:]}")
+            self.started_stack = True
+        self._read_session_timeout()
+        log.info("compose stack", project=self.project, bootstrap=self.bootstrap,
+                 started=self.started_stack, session_timeout_s=self.session_timeout_s)
 
     def stop(self) -> None:
         for n in list(self.paused):
             with contextlib.suppress(Exception):
                 self.resume(n)
+        with contextlib.suppress(Exception):
+            self.logs()  # the containers' logs, before a down removes them
         if self.started_stack:
             subprocess.run([str(REPO / "compose" / "stack.sh"), "down"], capture_output=True, timeout=300)
             self.started_stack = False
@@ -661,7 +754,9 @@ class ComposeTarget(Target):
             return {"node": node_id, "container": cid, "started": False}
         if not self._running(node_id):
             _docker("start", cid)
-        listening = _poll(lambda: _listening(*self.broker_address(node_id)), timeout)
+        # The published port is docker-proxy's, which accepts as soon as the container runs:
+        # the broker is back when it answers a Metadata request.
+        listening = _poll(lambda: bool(_metadata_brokers(*self.broker_address(node_id))), timeout)
         return {"node": node_id, "container": cid, "started": True, "listening": listening}
 
     def pause(self, node_id: int) -> dict:
@@ -682,7 +777,22 @@ class ComposeTarget(Target):
                      and all(want <= set(_metadata_brokers(*self.broker_address(n))) for n in want), timeout)
 
     def logs(self) -> dict[str, str]:
-        return {}  # `docker logs` of the containers: the runner may collect them itself
+        """``docker logs`` of each container (every incarnation: a killed container is
+        started again, not made anew) written to ``<work_dir>/compose/<service>.log``."""
+        base = Path(self.work_dir) / "compose"
+        base.mkdir(parents=True, exist_ok=True)
+        out = {}
+        for service in ["etcd", *(f"broker{n}" for n in self.node_ids())]:
+            ids = _docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}",
+                          "--filter", f"label=com.docker.compose.service={service}", check=False).split()
+            if not ids:
+                continue
+            path = base / f"{service}.log"
+            with open(path, "w", encoding="utf-8") as f:
+                subprocess.run(["docker", "logs", "--timestamps", ids[0]], stdout=f, stderr=subprocess.STDOUT,
+                               timeout=60)
+            out[service] = str(path)
+        return out
 
 
 # --------------------------------------------------------------------------- factory
@@ -706,7 +816,7 @@ def make_target(spec: str, work_dir: str, overrides: dict[str, str] | None = Non
         netns = spec.endswith(":netns") or "partition" in set(faults)
         return DevClusterTarget(work_dir, overrides, netns=netns)
     if spec == "kafka":
-        return KafkaTarget(work_dir, overrides)
+        return KafkaTarget(work_dir, overrides, netns="partition" in set(faults))
     if spec == "compose":
         return ComposeTarget(work_dir, overrides)
     if ":" in spec:

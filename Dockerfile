@@ -1,8 +1,8 @@
-# The broker's image. Its base is made on this machine (compose/base-image.sh: a Debian bookworm
+# The broker's image. Its base is made on this machine (`compose/stack.sh base`: a Debian bookworm
 # root from debootstrap, `docker import`ed as kbroker-base:bookworm, with python3, python3-venv
 # and etcd-server in it), since no public image registry is reachable. Python packages come
-# from PyPI during the build; compose/build.sh puts the host's CA certificates in .build-ca/
-# first (never committed) so that a TLS-inspecting proxy is trusted by pip and apt.
+# from PyPI during the build; `compose/stack.sh build` puts the host's CA certificates in
+# .build-ca/ first (never committed) so that a TLS-inspecting proxy is trusted by pip and apt.
 ARG BASE_IMAGE=kbroker-base:bookworm
 FROM ${BASE_IMAGE}
 

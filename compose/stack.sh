@@ -8,7 +8,10 @@
 #   stack.sh down     docker-compose down -v (containers, network, named volumes)
 # Environment: COMPOSE_PROJECT_NAME (default kbroker), KBROKER_PORT1..3 (published ports,
 # default 19092..19094), DOCKERD_ARGS (extra dockerd flags), KBROKER_DOCKER_DIR (dockerd's log
-# and pid file, default /var/tmp/kbroker-docker).
+# and pid file, default /var/tmp/kbroker-docker), KBROKER_CACHE_DIR (debootstrap's downloaded
+# packages, kept for the next base image, default /var/cache/kbroker).
+# The image is built once (only the etcd service has the build; the brokers run its image) and
+# docker's layer cache keeps the Python dependencies while only the source changes.
 # Exit status 3: docker cannot be had here (not root, no apt-get, or dockerd does not start).
 set -euo pipefail
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
@@ -18,6 +21,7 @@ export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-kbroker}"
 export DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0  # Debian's engine has no buildx
 BASE_IMAGE="${BASE_IMAGE:-kbroker-base:bookworm}"
 DOCKER_DIR="${KBROKER_DOCKER_DIR:-/var/tmp/kbroker-docker}"
+CACHE_DIR="${KBROKER_CACHE_DIR:-/var/cache/kbroker}"
 BASE_PACKAGES="ca-certificates,python3,python3-venv,etcd-server"
 
 say() { echo "compose: $*" >&2; }
@@ -81,8 +85,10 @@ ensure_base() {
     local root mirror
     root=$(mktemp -d /var/tmp/kbroker-base.XXXXXX)
     mirror=$(debian_mirror)
-    say "debootstrap bookworm from $mirror into $root"
-    debootstrap --variant=minbase --include="$BASE_PACKAGES" bookworm "$root/root" "$mirror" \
+    say "debootstrap bookworm from $mirror into $root (packages cached in $CACHE_DIR/debootstrap)"
+    mkdir -p "$CACHE_DIR/debootstrap"
+    debootstrap --variant=minbase --include="$BASE_PACKAGES" --cache-dir="$CACHE_DIR/debootstrap" \
+        bookworm "$root/root" "$mirror" \
         >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; rm -rf "$root"; exit 1; }
     rm -rf "$root/root/var/cache/apt/archives/"*.deb "$root/root/var/lib/apt/lists/"*
     tar -C "$root/root" -c . | docker import -c 'CMD ["/bin/bash"]' - "$BASE_IMAGE" >/dev/null

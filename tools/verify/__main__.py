@@ -39,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=60.0, help="how long the workload runs under faults")
     p.add_argument("--isolation", choices=("read_committed", "read_uncommitted"), default="read_committed",
                    help="the readers' isolation (read_uncommitted: the checker must report G1a)")
-    p.add_argument("--records", type=int, default=20000, help="copier: records loaded into the input")
+    p.add_argument("--records", type=int, default=20000, help="copier: records loaded into the input while it is copied")
     p.add_argument("--interval", type=float, default=15.0, help="seconds between faults")
     p.add_argument("--hold", type=float, default=6.0, help="seconds a fault is held before it is undone")
     p.add_argument("--seed", type=int, default=0)
@@ -48,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
                    help="sanity mode: plain producers (acks=1, retries) through the duplicating proxy; "
                         "the checker must report duplicates")
     p.add_argument("--producers", type=int, default=3, help="txn: producer processes")
+    p.add_argument("--max-txn-length", type=int, default=30,
+                   help="txn: at most this many sends and polls a transaction (Jepsen's --max-txn-length)")
     p.add_argument("--consumers", type=int, default=2, help="txn: consumer processes (assign, subscribe, ...)")
     p.add_argument("--copiers", type=int, default=3, help="copier: copier processes")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = Options(target=args.target, workload=args.workload, nemesis=args.nemesis, seconds=args.seconds,
                    isolation=args.isolation, records=args.records, interval=args.interval, hold=args.hold,
                    seed=args.seed, out=args.out, no_idempotence=args.no_idempotence,
-                   producers=args.producers, consumers=args.consumers, copiers=args.copiers)
+                   producers=args.producers, consumers=args.consumers, copiers=args.copiers,
+                   max_txn_length=args.max_txn_length)
     from tools.verify.targets import TargetUnavailable
 
     try:

@@ -9,7 +9,7 @@ faults a target cannot do (etcd on Apache Kafka, partition without network names
 cells marked n/a, not failures.
 
 ``python -m tools.verify.matrix [--targets devcluster,kafka] [--workloads txn,copier]
-[--faults kill9,pause,...] [--seconds 60] [--records 50000] [--repeat 1]``
+[--faults kill9,pause,...] [--seconds 60] [--txn-seconds 120] [--records 100000] [--repeat 1]``
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def run_one(target: str, workload: str, faults: str, seconds: float, records: in
         cell.update(valid=result.get("valid"), counts=result.get("counts", {}),
                     bad=result.get("bad-error-types", []), records=run.get("records"),
                     txn_records=run.get("txn_records"), ok_ops=run.get("ok"),
-                    seconds=run.get("workload_seconds"))
+                    seconds=run.get("workload_seconds"), drain=run.get("drain_seconds"))
     else:
         cell["valid"] = None
         cell["error"] = _unsupported(stderr) or verdict or f"exit {rc}"
@@ -131,9 +131,11 @@ def _records(run: dict) -> str:
     if txn is None:
         return f"{records} records in {seconds:.0f} s"
     rate = f"{txn / max(seconds, 1):.0f}/s"
+    drain = run.get("drain") or 0
+    took = f"{seconds - drain:.0f} s + {drain:.0f} s catching up" if drain >= 1 else f"{seconds:.0f} s"
     if run.get("workload") == "copier":
-        return f"{records - txn} loaded, {txn} copied in {seconds:.0f} s ({rate})"
-    return f"{txn} committed in {seconds:.0f} s ({rate})"
+        return f"{records - txn} loaded, {txn} copied in {took} ({rate})"
+    return f"{txn} committed in {took} ({rate})"
 
 
 def _backfill(run: dict) -> None:
@@ -189,8 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--faults", default="|".join(FAULTS),
                    help="fault sets separated by | (a set is a comma list, as --nemesis)")
-    p.add_argument("--seconds", type=float, default=60.0)
-    p.add_argument("--records", type=int, default=100000, help="copier input records (at ~1-2k copied/s, enough for 60 s)")
+    p.add_argument("--seconds", type=float, default=60.0, help="seconds of faults a copier run")
+    p.add_argument("--txn-seconds", type=float, default=120.0,
+                   help="seconds of faults a txn run (its transactions commit some 25-50k values a minute)")
+    p.add_argument("--records", type=int, default=100000,
+                   help="copier input records, loaded while it copies (at ~1-2k copied/s, enough for 60 s)")
     p.add_argument("--repeat", type=int, default=1, help="runs per cell (seeds 1..N); the last one is shown")
     p.add_argument("--timeout", type=float, default=900.0, help="per run")
     p.add_argument("--render-only", action="store_true", help="rewrite the table from the stored results")
@@ -204,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                 for faults in _list(args.faults):
                     key, batch = cell_key(target, workload, faults), []
                     for seed in range(1, args.repeat + 1):
-                        batch.append(run_one(target, workload, faults, args.seconds, args.records, seed,
+                        seconds = args.txn_seconds if workload == "txn" else args.seconds
+                        batch.append(run_one(target, workload, faults, seconds, args.records, seed,
                                              args.timeout))
                         failures += batch[-1].get("valid") is False
                         cells[key] = batch

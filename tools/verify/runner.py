@@ -11,8 +11,9 @@ its transactional.id).
 
 Where it knowingly differs from Jepsen: the schedule is one random fault per ``--interval``
 (held a few seconds, then undone) plus, when ``client-kill`` is listed, a client kill in the
-same tick (issue 18's scenario), instead of Jepsen's generator mix; the copier workload stops
-early once its group has committed the input's ends; the final read is by assign + offsets.
+same tick (issue 18's scenario), instead of Jepsen's generator mix; the copier's input is
+loaded while it copies, and after ``--seconds`` of faults the copiers get a bounded time without
+faults to catch up (Jepsen's final generator); the final read is by assign + offsets.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ PARTITIONS, REPLICATION, MIN_ISR = 6, 3, 2
 CLIENT_FAULT = "client-kill"
 STOP_GRACE_S = 20.0
 MAX_RESPAWNS = 50
+DRAIN_S = 180.0      # how long copiers may catch up once the faults are over
+LOAD_SHARE = 0.8     # the copier's input is loaded over this share of --seconds
 
 
 @dataclasses.dataclass
@@ -55,6 +58,7 @@ class Options:
     producers: int = 3
     consumers: int = 2
     copiers: int = 3
+    max_txn_length: int = 30
 
     def params(self) -> dict:
         return dataclasses.asdict(self)
@@ -118,10 +122,15 @@ class Clients:
         self._ended(client)
 
     def respawn_dead(self) -> list[Client]:
-        """Clients that exited on their own (a crash) get a new incarnation (bounded)."""
+        """Clients that exited on their own with an error (a crash) get a new incarnation
+        (bounded); one that exited 0 has finished its work (the loader) and leaves."""
         out = []
         for client in list(self.live.values()):
-            if not client.alive and self.respawns < MAX_RESPAWNS:
+            if not client.alive and client.popen.returncode == 0:
+                self._ended(client)
+                del self.live[client.slot]
+                log.info("client finished", slot=client.slot, process=client.process)
+            elif not client.alive and self.respawns < MAX_RESPAWNS:
                 self._ended(client)
                 self.respawns += 1
                 log.warning("client exited; replacing", slot=client.slot, process=client.process,
@@ -179,7 +188,8 @@ class Workload:
         raise NotImplementedError
 
     def done(self) -> bool:
-        return False
+        """Whether the clients' work is complete once the faults are over (no drain needed)."""
+        return True
 
     def killable(self, clients: Clients) -> list[Client]:
         return [c for c in clients.live.values() if c.alive]
@@ -219,7 +229,8 @@ class TxnWorkload(Workload):
                                                  "window": 5})
             else:
                 clients.start(f"producer-{i}", {**base, "role": "txn-producer", "transactional_id": self.txid(i),
-                                                 "poll_probability": 0.2, "abort_probability": 0.1})
+                                                 "poll_probability": 0.2, "abort_probability": 0.1,
+                                                 "max_txn_length": self.opts.max_txn_length})
         for i in range(self.opts.consumers):
             mode = "assign" if i % 2 == 0 else "subscribe"
             clients.start(f"consumer-{i}", {**base, "role": "consumer", "mode": mode, "group": self.group})
@@ -231,7 +242,7 @@ class CopierWorkload(Workload):
     def __init__(self, opts: Options, run_id: str, bootstrap: str) -> None:
         super().__init__(opts, run_id, bootstrap)
         self.input_ends: dict[int, int] = {}
-        self._offsets_consumer = None
+        self.clients: Clients | None = None
         self._last_check = 0.0
 
     @property
@@ -255,39 +266,42 @@ class CopierWorkload(Workload):
     def coordinator_keys(self) -> dict:
         return {"txn": [self.txid(i) for i in range(self.opts.copiers)], "group": [self.group]}
 
-    def load(self, clients: Clients, timeout: float) -> None:
-        """The input, before any copier starts: ``--records`` values, acknowledged."""
-        from tools.verify.workloads import high_watermarks
-
-        loader = clients.start("loader", {**self.base_spec(), "role": "loader", "topic": self.input,
-                                          "records": self.opts.records, "window": 1000,
-                                          "idempotence": not self.opts.no_idempotence})
-        t0 = time.monotonic()
-        try:
-            loader.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            clients.stop([loader])
-            raise RuntimeError(f"the loader did not load {self.opts.records} records in {timeout}s") from None
-        clients.live.pop("loader", None)
-        if loader.popen.returncode != 0:
-            raise RuntimeError(f"the loader failed (rc {loader.popen.returncode}); see {loader.spec['history']}")
-        self.input_ends = high_watermarks(self.bootstrap, self.input, PARTITIONS)
-        elapsed = time.monotonic() - t0
-        log.info("input loaded", records=self.opts.records, seconds=round(elapsed, 1),
-                 rate=round(self.opts.records / max(elapsed, 1e-3)), ends=self.input_ends)
-
     def start(self, clients: Clients) -> None:
+        """The loader (``--records`` values at a steady rate over most of ``--seconds``) and
+        the copiers, together: the input grows while it is copied and faulted."""
+        self.clients = clients
+        rate = self.opts.records / max(self.opts.seconds * LOAD_SHARE, 1.0)
+        clients.start("loader", {**self.base_spec(), "role": "loader", "topic": self.input,
+                                 "records": self.opts.records, "window": 1000, "rate": rate,
+                                 "idempotence": not self.opts.no_idempotence})
         base = {**self.base_spec(), "input": self.input, "output": self.output, "group": self.group,
                 "batch": 100, "abort_every": 9}
         for i in range(self.opts.copiers):
             clients.start(f"copier-{i}", {**base, "role": "copier", "transactional_id": self.txid(i)})
 
+    def loaded(self) -> bool:
+        """Whether the loader has finished; the input's ends are read once it has."""
+        from tools.verify.workloads import high_watermarks
+
+        if self.input_ends:
+            return True
+        if self.clients is None or "loader" in self.clients.live:
+            return False
+        try:
+            self.input_ends = high_watermarks(self.bootstrap, self.input, PARTITIONS)
+        except Exception as exc:  # noqa: BLE001 - a fault may hide a leader; asked again later
+            log.debug("input ends unavailable", error=str(exc))
+            return False
+        log.info("input loaded", records=self.opts.records, ends=self.input_ends)
+        return True
+
     def killable(self, clients: Clients) -> list[Client]:
         return [c for c in clients.live.values() if c.alive and c.spec["role"] == "copier"]
 
     def done(self) -> bool:
-        """The group's committed offsets at the input's ends (asked at most every 2 s)."""
-        if not self.input_ends or time.monotonic() - self._last_check < 2.0:
+        """The input loaded and the group's committed offsets at its ends (asked at most
+        every 2 s)."""
+        if not self.loaded() or time.monotonic() - self._last_check < 2.0:
             return False
         self._last_check = time.monotonic()
         try:
@@ -572,10 +586,9 @@ class Run:
         create_topics(bootstrap, workload.topics(), PARTITIONS, REPLICATION, MIN_ISR)
         log.info("topics created", topics=workload.topics())
         try:
-            if isinstance(workload, CopierWorkload):
-                workload.load(self.clients, timeout=max(300.0, self.opts.records / 50))
             self.nemeses = self.make_nemeses(workload)
             self.drive(workload)
+            self.drain(workload)
         finally:
             self.heal()
             self.clients.stop()
@@ -593,14 +606,36 @@ class Run:
         while (now := time.monotonic()) < deadline:
             self.schedule.step(now)
             self.clients.respawn_dead()
-            if workload.done():
-                log.info("copier caught up: committed offsets at the input ends")
-                break
             if now >= next_report:
                 next_report = now + 5.0
                 log.info("progress", t=round(now - t0), **progress.update(), faults=self.schedule.faults)
             time.sleep(0.2)
-        self.stats = {"workload_seconds": round(time.monotonic() - t0, 1), **progress.update()}
+        self.progress, self.t0 = progress, t0
+        self.stats = {"workload_seconds": round(time.monotonic() - t0, 1), "fault_seconds": self.opts.seconds,
+                      **progress.update()}
+
+    def drain(self, workload: Workload) -> None:
+        """The faults undone, the clients may finish their work (the copier: catch up with its
+        input), for at most ``DRAIN_S`` seconds."""
+        if workload.done():
+            return
+        self.heal()
+        log.info("faults over; clients finishing", bound_s=DRAIN_S)
+        t_drain = time.monotonic()
+        deadline, next_report = t_drain + DRAIN_S, t_drain + 5.0
+        while not workload.done():
+            if (now := time.monotonic()) >= deadline:
+                log.warning("clients did not finish after the faults", seconds=DRAIN_S)
+                break
+            self.clients.respawn_dead()
+            if now >= next_report:
+                next_report = now + 5.0
+                log.info("progress", t=round(now - self.t0), **self.progress.update(), draining=True)
+            time.sleep(0.2)
+        else:
+            log.info("clients finished: committed offsets at the input ends")
+        self.stats.update(workload_seconds=round(time.monotonic() - self.t0, 1),
+                          drain_seconds=round(time.monotonic() - t_drain, 1), **self.progress.update())
 
     def heal(self) -> None:
         if self.schedule is not None:

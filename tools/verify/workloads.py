@@ -9,14 +9,16 @@ current operation.
 
 Roles:
 
-- ``txn-producer``: Jepsen's ``txn`` client: transactions of 1-5 micro-operations, each a send
+- ``txn-producer``: Jepsen's ``txn`` client: transactions of 1 to ``max_txn_length``
+  micro-operations (Jepsen's ``--max-txn-length``), each a send
   of a unique integer to a random key (explicit partition) or a poll of its own assign-mode
   consumer; some aborted on purpose (``fail``).
 - ``plain-producer``: the sanity mode's non-idempotent producer (acks=1, retries): single
   ``send`` operations.
 - ``consumer``: a read-only client polling with ``assign`` (every key, from the start) or with
   ``subscribe`` (a consumer group, auto commit).
-- ``loader``: the copier workload's input, M unique values sent before the copiers start.
+- ``loader``: the copier workload's input, M unique values sent at a steady ``rate`` while the
+  copiers run (or as fast as acknowledged when no rate is given).
 - ``copier``: a consume-transform-produce copier after ``tests/support/copier.py``: subscribe,
   read_committed, offsets in the transaction (``send_offsets_to_transaction``), transactions
   of up to 100 records, every 9th aborted on purpose; abortable errors abort and rewind to the
@@ -226,7 +228,7 @@ def run_txn_producer(spec: dict, writer: HistoryWriter, stop: Stop) -> None:
     counter = 0
     while not stop:
         mops: list[list] = []
-        for _ in range(rng.randint(1, 5)):
+        for _ in range(rng.randint(1, spec.get("max_txn_length", 5))):
             if reader is not None and rng.random() < spec["poll_probability"]:
                 mops.append(["poll", None])
             else:
@@ -268,7 +270,12 @@ class Positions:
         self.next: dict[tuple[str, int], int] = {}
 
     def consume(self, n: int, timeout: float) -> list:
-        msgs = good_messages(self.consumer.consume(n, timeout))
+        """Up to ``n`` records, waiting at most ``timeout`` only while none is there (as a Java
+        poll returns; librdkafka's consume(n) would wait for all ``n``)."""
+        msgs = self.consumer.consume(n, 0) or self.consumer.consume(1, timeout)
+        if 0 < len(msgs) < n:
+            msgs += self.consumer.consume(n - len(msgs), 0)
+        msgs = good_messages(msgs)
         for m in msgs:
             self.next[(m.topic(), m.partition())] = m.offset() + 1
         return msgs
@@ -349,9 +356,13 @@ def run_plain_producer(spec: dict, writer: HistoryWriter, stop: Stop) -> None:
             writer.record(proc, INFO, "send", [["send", key, [None, value]]], error=str(err))
 
     window = spec.get("window", 1)  # sends in flight at once
+    rate, t0 = spec.get("rate"), time.monotonic()
     while not stop and (limit is None or acked[0] < limit):
         if limit is not None and acked[0] + len(pending) >= limit:
             producer.poll(0.05)
+            continue
+        if rate and (ahead := t0 + counter / rate - time.monotonic()) > 0:
+            producer.poll(min(ahead, 0.1))  # serves delivery reports while it waits
             continue
         counter += 1
         value = proc * VALUE_SPACE + counter

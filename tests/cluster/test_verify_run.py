@@ -2,8 +2,9 @@
 
 (a) a 60-second run of Jepsen's transactional workload under kill -9 of brokers must be valid,
 and must not be vacuous: its history holds acknowledged writes, reads and the final read;
-(b) the sanity mode: readers at read_uncommitted must make the checker report G1a (aborted
-reads), with the operations that show it, and exit non-zero.
+(b) the sanity modes: readers at read_uncommitted must make the checker report G1a (aborted
+reads), and plain producers (no idempotence, retries) behind the duplicating proxy must make it
+report duplicates, each with the operations that show it, and exit non-zero.
 """
 
 from __future__ import annotations
@@ -104,6 +105,22 @@ def test_read_uncommitted_readers_report_g1a(tmp_path):
     assert writers, shown  # the aborted write ...
     assert any(op["index"] != writers[0]["index"] for op in shown), shown  # ... and another op, its reader
     assert "G1a" in (tmp_path / "report.html").read_text()
+
+
+def test_plain_producers_behind_the_duplicating_proxy_report_duplicates(tmp_path):
+    proc = verify(tmp_path, "--workload", "txn", "--nemesis", "none", "--seconds", "20", "--no-idempotence",
+                  "--seed", "3")
+    verdict = last_line(proc.stdout)
+    assert proc.returncode == 1, f"{verdict}\n{proc.stderr[-3000:]}"
+    assert verdict.startswith("valid: false") and "duplicate=" in verdict, verdict
+
+    result = json.loads((tmp_path / "result.json").read_text())
+    dups = result["anomalies"]["duplicate"]
+    assert dups and all(a["ops"] for a in dups), "duplicate reported without the operations that show it"
+    example = dups[0]
+    assert "appears at" in example["description"], example  # one value at two or more offsets ...
+    assert any(op.get("f") == "send" and op.get("type") == "ok" for op in example["ops"]), example  # ... its send
+    assert "duplicate" in (tmp_path / "report.html").read_text()
 
 
 def test_merge_orders_by_time_and_drops_a_torn_line(tmp_path):

@@ -196,6 +196,14 @@ class TransactionCoordinator:
         """0 when the id has a coordinator (FindCoordinator), else the error code."""
         return self.coordinator_node(transactional_id)[0]
 
+    def _request_state(self, transactional_id: str) -> tuple[int, CoordinatorEpochAndMetadata | None]:
+        """``get_transaction_state`` for a request being admitted: also NOT_COORDINATOR while
+        this broker's metadata is suspect after a stall (the id's partition may have moved and
+        this copy of its state be stale; the client finds the coordinator again)."""
+        if not self.s.metadata_is_current():
+            return ErrorCode.not_coordinator, None
+        return self.state.get_transaction_state(transactional_id)
+
     def is_coordinator_for(self, transactional_id: str) -> bool:
         """Whether this broker holds the id's partition (loaded or loading)."""
         p = self.state.partition_for(transactional_id)
@@ -216,7 +224,7 @@ class TransactionCoordinator:
             return ErrorCode.invalid_request, -1, -1
         if not self._valid_timeout(timeout_ms):
             return ErrorCode.invalid_transaction_timeout, -1, -1
-        error, found = self.state.get_transaction_state(transactional_id)
+        error, found = self._request_state(transactional_id)
         if not error and found is not None and found.meta.pending_state is not None:
             await self.markers.wait_for_completion(transactional_id, MARKER_WAIT_S)
             error, found = self.state.get_transaction_state(transactional_id)
@@ -323,7 +331,7 @@ class TransactionCoordinator:
         """Kafka's ``handleAddPartitionsToTransaction``."""
         if not transactional_id:
             return ErrorCode.invalid_request
-        error, found = self.state.get_transaction_state(transactional_id)
+        error, found = self._request_state(transactional_id)
         if not error and found is not None and found.meta.pending_state is not None \
                 and found.meta.producer_id == producer_id:
             await self.markers.wait_for_completion(transactional_id, MARKER_WAIT_S)
@@ -354,7 +362,7 @@ class TransactionCoordinator:
         transaction is completing) for all of them."""
         if not transactional_id:
             return {tp: ErrorCode.invalid_request for tp in partitions}
-        error, found = self.state.get_transaction_state(transactional_id)
+        error, found = self._request_state(transactional_id)
         if not error:
             meta = found.meta if found is not None else None
             if meta is None or meta.producer_id != producer_id:
@@ -383,7 +391,7 @@ class TransactionCoordinator:
         """The synchronous half of Kafka's ``endTransaction``: checks, then Prepare* pending."""
         if not transactional_id:
             return ErrorCode.invalid_request, None
-        error, found = self.state.get_transaction_state(transactional_id)
+        error, found = self._request_state(transactional_id)
         if error:
             return error, None
         if found is None:

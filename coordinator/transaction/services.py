@@ -38,6 +38,12 @@ class PartitionLog(Protocol):
         worker thread."""
 
 
+class MetadataFreshness(Protocol):
+    def metadata_is_current(self) -> bool:
+        """False while this broker cannot trust its image to say what it leads (after a
+        stall that may have outlived its session)."""
+
+
 class LeaderLookup(Protocol):
     """The cluster metadata as this broker sees it."""
 
@@ -71,8 +77,8 @@ class TxnMetrics(Protocol):
         """Count a coordinator event (fenced, aborted, expired, rotated) with its reason."""
 
 
-class TxnServices(ConfigSource, PartitionLog, LeaderLookup, ProducerIdSource, InterBrokerSender,
-                  Clock, TxnMetrics, Protocol):
+class TxnServices(ConfigSource, PartitionLog, LeaderLookup, MetadataFreshness, ProducerIdSource,
+                  InterBrokerSender, Clock, TxnMetrics, Protocol):
     """Everything at once, as the broker provides it."""
 
 

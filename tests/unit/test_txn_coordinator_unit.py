@@ -53,8 +53,12 @@ class FakeBroker:
         self.load_gate: threading.Event | None = None
         self.append_gate: asyncio.Event | None = None
         self.next_pid = 1000
+        self.metadata_current = True
 
     # TxnServices
+    def metadata_is_current(self) -> bool:
+        return self.metadata_current
+
     def config(self, key):
         return self.cfg.get(key)
 
@@ -231,6 +235,23 @@ async def test_not_coordinator_and_load_in_progress():
         assert (await c.init_producer_id(TXN, 60000))[0] == E.not_coordinator
     finally:
         await c.stop()
+
+
+async def test_a_coordinator_whose_metadata_is_suspect_after_a_stall_admits_no_request(env):
+    """Resumed from a stall that may have outlived its session, the broker may no longer lead
+    the id's partition and hold a stale copy of its state: every transactional request gets
+    NOT_COORDINATOR (the client looks the coordinator up again) until the image is current."""
+    broker, c = env
+    pid, epoch = await begin(c)
+    written = len(broker.txn_log())
+    broker.metadata_current = False
+    assert (await c.init_producer_id(TXN, 60000))[0] == E.not_coordinator
+    assert await c.add_partitions(TXN, pid, epoch, {("data", 1)}) == E.not_coordinator
+    assert await c.verify_partitions(TXN, pid, epoch, [("data", 0)]) == {("data", 0): E.not_coordinator}
+    assert await c.end_transaction(TXN, pid, epoch, True) == E.not_coordinator
+    assert len(broker.txn_log()) == written  # nothing was decided from the suspect copy
+    broker.metadata_current = True
+    assert await c.end_transaction(TXN, pid, epoch, True) == 0
 
 
 async def test_kip360_bump_retry_and_stale_epochs(env):

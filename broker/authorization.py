@@ -6,7 +6,7 @@ With no authorizer (``authorizer.class.name`` unset), like a Kafka broker withou
 check passes at the cost of one attribute test, and each operations field is Kafka's
 ``Utils.to32BitField`` over the ``AclOperation`` codes of
 ``AclEntry.supportedOperations(resourceType)``: topic 3576, group 3400, cluster 8096 (checked
-against Apache Kafka 4.3.1). With the StandardAuthorizer (:mod:`coordinator.authorizer`) the
+against Apache Kafka 4.3.1). With the StandardAuthorizer (:mod:`security.authorizer`) the
 caller is ``User:ANONYMOUS`` (kbroker's listeners are PLAINTEXT, with no SASL) from the
 connection's address, and each field holds the supported operations it is allowed. A field
 the request did not ask for is Int32.MinValue, the schema's default.
@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from coordinator.acls import CLUSTER_NAME, AclOperation, ResourceType
 from protocol.errors import ErrorCode, KafkaError
+from security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
-    from .server import RequestContext
+    from .request_context import RequestContext
 
 __all__ = ["UNAUTHORIZED_GROUP", "refused_state_request", "AclOperation", "ResourceType", "authorize", "authorize_cluster", "denied", "filter_authorized", "topic_describe_filter", "check_config_resource",
            "topic_operations", "group_operations", "cluster_operations"]

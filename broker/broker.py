@@ -16,7 +16,6 @@ import uuid
 
 import structlog
 
-from coordinator.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_super_users
 from coordinator.controller.controller import Controller, fence_restarted
 from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
 from coordinator.controller.metadata import BrokerRegistration
@@ -25,6 +24,7 @@ from coordinator.controller.store import MetadataStore
 from protocol import codec
 from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import ErrorCode
+from security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_super_users
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 

@@ -217,7 +217,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("share.coordinator.state.topic.num.partitions", int, 50, *at_least(1)),
     _k("share.coordinator.write.timeout.ms", int, 5000, *at_least(1)),
     _k("unclean.leader.election.enable", _bool, False),
-    # ACLs: only Kafka's StandardAuthorizer is known (see coordinator/authorizer.py).
+    # ACLs: only Kafka's StandardAuthorizer is known (see security/authorizer.py).
     _k("authorizer.class.name", str, "", *one_of("", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")),
     _k("allow.everyone.if.no.acl.found", _bool, False),
     _k("super.users", str, ""),

@@ -25,54 +25,20 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from coordinator.authorizer import ANONYMOUS, java_host_address
 from protocol import codec
 from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import InvalidRequest
+from security.authorizer import java_host_address
+
+from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 
 if TYPE_CHECKING:
     from .broker import Broker
-    from .services import BrokerServices
 
 log = structlog.get_logger("broker.server")
 
 MAX_QUEUED_REQUESTS = 8
 _SIZE = struct.Struct(">i")
-
-
-class NoResponse:
-    """Returned by a handler when the client expects no answer (Produce with acks=0)."""
-
-
-NO_RESPONSE = NoResponse()
-
-
-class CloseConnection(Exception):
-    """Raised by a handler when Kafka would close the connection (e.g. acks=0 errors)."""
-
-
-class RequestContext:
-    """One request: its header, its connection and what a handler may use (``services``)."""
-    __slots__ = ("services", "header", "connection", "api_version")
-
-    def __init__(self, services: BrokerServices, header: codec.RequestHeader, connection: KafkaConnection):
-        self.services = services
-        self.header = header
-        self.connection = connection
-        self.api_version = header.api_version
-
-    # kbroker's listeners are PLAINTEXT, without SASL: every caller is Kafka's anonymous principal.
-    principal = ANONYMOUS
-
-    @property
-    def client_host(self) -> str:
-        """The client's address as Kafka's authorizer sees it (``InetAddress.getHostAddress``)."""
-        return self.connection.client_host
-
-    @property
-    def listener(self) -> str | None:
-        """The name of the listener the request arrived on (None: not from a listener)."""
-        return getattr(self.connection, "listener", None)
 
 
 class KafkaConnection(asyncio.Protocol):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from coordinator.authorizer import StandardAuthorizer
     from coordinator.controller.metadata import MetadataCache
     from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
@@ -20,6 +19,7 @@ if TYPE_CHECKING:
     from coordinator.share.membership import ShareGroupCoordinator
     from coordinator.share.persister import ShareCoordinator
     from coordinator.transaction.coordinator import TransactionCoordinator
+    from security.authorizer import StandardAuthorizer
 
     from .config import BrokerConfig
     from .metrics import Metrics

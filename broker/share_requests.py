@@ -17,7 +17,7 @@ from .authorization import AclOperation, ResourceType, authorize
 
 if TYPE_CHECKING:
     from .partition import Partition
-    from .server import RequestContext
+    from .request_context import RequestContext
     from .services import BrokerServices
 
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}

@@ -56,7 +56,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize, denied
-from ..server import NO_RESPONSE, CloseConnection, RequestContext
+from ..request_context import NO_RESPONSE, CloseConnection, RequestContext
 
 VALID_ACKS = (0, 1, -1)
 

@@ -49,7 +49,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.leader_epoch import UNDEFINED_EPOCH
 
 from ..authorization import AclOperation, ResourceType, authorize_cluster, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 READ_COMMITTED = 1
 

@@ -35,7 +35,7 @@ from storage.log import (
 )
 
 from ..authorization import AclOperation, ResourceType, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 from .p001_fetch import READ_COMMITTED
 
 # The first version allowed to ask each special timestamp.

@@ -48,7 +48,7 @@ from ..authorization import (
     topic_operations,
 )
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 def offline_replicas(ctx: RequestContext, state) -> list[int]:

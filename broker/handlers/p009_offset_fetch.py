@@ -23,7 +23,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool,

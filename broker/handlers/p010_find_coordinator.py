@@ -32,7 +32,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 

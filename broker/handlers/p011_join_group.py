@@ -23,7 +23,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 _LEGAL_INSTANCE_ID = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 

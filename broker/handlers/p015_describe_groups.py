@@ -25,7 +25,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize, group_operations
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(15, 0, 6)

@@ -19,7 +19,7 @@ Version notes:
 from protocol.api import register
 
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(16, 0, 5)

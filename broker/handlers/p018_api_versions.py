@@ -13,7 +13,7 @@ Version notes:
 
 from protocol.api import REGISTRY, register
 
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(18, 0, 4)

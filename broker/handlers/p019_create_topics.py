@@ -24,7 +24,7 @@ from protocol.errors import ErrorCode, KafkaError
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..config import ConfigError
 from ..replica_manager import validate_topic_name
-from ..server import RequestContext
+from ..request_context import RequestContext
 from ..topic_config import effective, validate_topic_config
 
 

@@ -30,7 +30,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize
 from ..replica_manager import INTERNAL_TOPICS
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(20, 1, 6)

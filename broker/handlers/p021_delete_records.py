@@ -29,7 +29,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, denied
 from ..replica_manager import INTERNAL_TOPICS
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 HIGH_WATERMARK = -1
 

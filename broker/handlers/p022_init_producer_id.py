@@ -32,7 +32,7 @@ from ..authorization import (
     authorize_by_resource_type,
     authorize_cluster,
 )
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 def _authorization_error(ctx: RequestContext, transactional_id: str | None) -> int:

@@ -17,7 +17,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize_cluster, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 def _unauthorized_topics(ctx: RequestContext, request):

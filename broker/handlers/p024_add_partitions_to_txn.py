@@ -26,7 +26,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 def _unknown_partitions(broker, partitions: set[tuple[str, int]]) -> set[tuple[str, int]]:

@@ -30,7 +30,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(27, 1, 1)

@@ -30,7 +30,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 async def _verify(ctx: RequestContext, request) -> tuple[int, object | None]:

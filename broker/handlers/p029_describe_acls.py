@@ -1,7 +1,7 @@
 """DescribeAcls: v1-3
 
 Behavior:
-- Answers the ACLs matching the filter (:class:`coordinator.acls.AclBindingFilter`: ANY
+- Answers the ACLs matching the filter (:class:`security.acls.AclBindingFilter`: ANY
   resource type, pattern type, operation or permission; a null name, principal or host
   matches any; MATCH finds every ACL that applies to the named resource: the literal one,
   the ``*`` wildcard and the covering prefixes), grouped by resource pattern; a success
@@ -15,12 +15,12 @@ Version notes:
 - v0 was removed in Kafka 4.0; v1 pattern type; v2 flexible; v3 USER resource type.
 """
 
-from coordinator.acls import AclBindingFilter
 from protocol.api import register
 from protocol.errors import ErrorCode
+from security.acls import AclBindingFilter
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import CloseConnection, RequestContext
+from ..request_context import CloseConnection, RequestContext
 
 
 @register(29, 1, 3)

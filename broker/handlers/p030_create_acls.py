@@ -19,12 +19,12 @@ Version notes:
 - v0 was removed in Kafka 4.0; v1 pattern type; v2 flexible; v3 USER resource type.
 """
 
-from coordinator.acls import StandardAcl, is_binding, validate_new_acl
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
+from security.acls import StandardAcl, is_binding, validate_new_acl
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import CloseConnection, RequestContext
+from ..request_context import CloseConnection, RequestContext
 
 
 @register(30, 1, 3)

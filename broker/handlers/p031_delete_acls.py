@@ -2,7 +2,7 @@
 
 Behavior:
 - Deletes, for each filter, the ACLs it matches (the same matching as DescribeAcls, see
-  :class:`coordinator.acls.AclBindingFilter`) from the cluster metadata, and answers them
+  :class:`security.acls.AclBindingFilter`) from the cluster metadata, and answers them
   per filter (an ACL matched by two filters is answered by both).
 - No authorizer configured: SECURITY_DISABLED "No Authorizer is configured." for each filter.
 - The caller needs ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED for each filter.
@@ -13,12 +13,12 @@ Version notes:
 - v0 was removed in Kafka 4.0; v1 pattern type; v2 flexible; v3 USER resource type.
 """
 
-from coordinator.acls import AclBindingFilter
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
+from security.acls import AclBindingFilter
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import CloseConnection, RequestContext
+from ..request_context import CloseConnection, RequestContext
 
 
 @register(31, 1, 3)

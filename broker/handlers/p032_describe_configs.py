@@ -38,7 +38,7 @@ from ..admin_util import (
 )
 from ..authorization import AclOperation, check_config_resource
 from ..replica_manager import validate_topic_name
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(32, 1, 4)

@@ -39,7 +39,7 @@ from ..admin_util import (
     validated_topic_overrides,
 )
 from ..authorization import AclOperation, check_config_resource
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(33, 0, 2)

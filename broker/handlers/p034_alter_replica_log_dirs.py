@@ -28,7 +28,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 MAX_DIR_NAME = 255
 # "." + UUID without dashes + "-future": Kafka's LocalLog.logFutureDirName suffix.

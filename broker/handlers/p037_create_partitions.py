@@ -23,7 +23,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(37, 0, 3)

@@ -20,7 +20,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 PREFERRED, UNCLEAN = 0, 1
 

@@ -52,7 +52,7 @@ from ..admin_util import (
     validated_topic_overrides,
 )
 from ..authorization import AclOperation, check_config_resource
-from ..server import RequestContext
+from ..request_context import RequestContext
 from ..topic_config import TOPIC_KEYS, broker_default
 
 

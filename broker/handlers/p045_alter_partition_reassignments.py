@@ -18,7 +18,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 def _check_target(metadata, replicas: list[int]) -> str | None:

@@ -26,7 +26,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(47, 0, 0)

@@ -15,12 +15,12 @@ Version notes:
 - v0 is flexible.
 """
 
-from coordinator.controller import scram
 from protocol.api import register
 from protocol.errors import ErrorCode
+from security import scram
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(51, 0, 0)

@@ -32,7 +32,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, authorize_cluster
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 METADATA_TOPIC, METADATA_PARTITION = "__cluster_metadata", 0
 UNKNOWN_DIRECTORY = uuid.UUID(int=0)

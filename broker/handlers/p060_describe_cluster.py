@@ -23,7 +23,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import cluster_operations
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 

@@ -15,7 +15,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(61, 0, 0)

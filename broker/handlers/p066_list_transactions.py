@@ -14,7 +14,7 @@ Version notes:
 from protocol.api import register
 
 from ..authorization import AclOperation, ResourceType, authorize
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(66, 0, 1)

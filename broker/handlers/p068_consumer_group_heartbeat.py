@@ -28,7 +28,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize, denied, topic_describe_filter
-from ..server import RequestContext
+from ..request_context import RequestContext
 from .p011_join_group import client_host, millis
 
 

@@ -19,7 +19,7 @@ Version notes:
 from protocol.api import register
 
 from ..authorization import UNAUTHORIZED_GROUP, AclOperation, ResourceType, authorize, group_operations
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(69, 0, 1)

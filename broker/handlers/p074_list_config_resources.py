@@ -25,7 +25,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..admin_util import ResourceType
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 SUPPORTED_RESOURCE_TYPES = {
     0: frozenset({ResourceType.CLIENT_METRICS}),

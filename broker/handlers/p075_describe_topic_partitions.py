@@ -36,7 +36,7 @@ from ..authorization import (
     topic_operations,
 )
 from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
-from ..server import RequestContext
+from ..request_context import RequestContext
 from .p003_metadata import offline_replicas
 
 MAX_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit default

@@ -25,7 +25,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize, denied
-from ..server import RequestContext
+from ..request_context import RequestContext
 from .p011_join_group import client_host
 
 

@@ -44,7 +44,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .. import share_requests as sr
 from ..authorization import AclOperation, ResourceType, authorize
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(78, 1, 2)

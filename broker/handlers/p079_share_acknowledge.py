@@ -27,7 +27,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .. import share_requests as sr
 from ..authorization import AclOperation, ResourceType, authorize
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(79, 1, 2)

@@ -17,7 +17,7 @@ from protocol.api import register
 from protocol.errors import KafkaError
 
 from ..authorization import AclOperation, authorize_cluster, refused_state_request
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(84, 0, 0)

@@ -19,7 +19,7 @@ from protocol.api import register
 
 from .. import share_requests as sr
 from ..authorization import AclOperation, authorize_cluster, refused_state_request
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(85, 0, 1)

@@ -16,7 +16,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(91, 0, 0)

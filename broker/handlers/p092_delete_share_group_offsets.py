@@ -17,7 +17,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode
 
 from ..authorization import AclOperation, ResourceType, authorize
-from ..server import RequestContext
+from ..request_context import RequestContext
 
 
 @register(92, 0, 0)

@@ -46,8 +46,8 @@ import structlog
 from aetcd import exceptions as etcd_errors
 
 from protocol.errors import ErrorCode, KafkaError
+from security.acls import StandardAcl
 
-from ..acls import StandardAcl
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 from .store import PRODUCER_ID_BLOCK_SIZE, new_cluster_id
 

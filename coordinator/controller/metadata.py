@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..acls import StandardAcl
+from security.acls import StandardAcl
 
 NO_LEADER = -1
 
@@ -100,7 +100,7 @@ class MetadataCache:
         self.config_listeners: list[Callable[[str], None]] = []  # a topic's configs changed
         # Group config overrides by group id (GROUP config resources; coordinator/group/group_config.py).
         self.group_configs: dict[str, dict[str, str]] = {}
-        # SCRAM credentials by user and mechanism name (coordinator/controller/scram.py).
+        # SCRAM credentials by user and mechanism name (security/scram.py).
         self.scram_credentials: dict[str, dict[str, dict]] = {}
         # Client quotas by entity key and quota key (coordinator/controller/client_quotas.py).
         self.client_quotas: dict[str, dict[str, float]] = {}

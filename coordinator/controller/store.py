@@ -18,7 +18,8 @@ import json
 import os
 import uuid
 
-from ..acls import StandardAcl
+from security.acls import StandardAcl
+
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 
 __all__ = ["MetadataStore", "PartitionState", "TopicState", "new_cluster_id", "PRODUCER_ID_BLOCK_SIZE"]

@@ -17,7 +17,7 @@ import broker.handlers  # noqa: F401  (registers the handlers)
 from broker.admin_util import ConfigSource
 from broker.broker import Broker
 from broker.config import load_config
-from broker.server import RequestContext
+from broker.request_context import RequestContext
 from protocol import codec
 from protocol.api import REGISTRY, request_class, response_class
 from protocol.codec import ZERO_UUID

@@ -1,11 +1,12 @@
-"""The StandardAuthorizer's decision rules and the ACL filters (coordinator/authorizer.py,
-coordinator/acls.py), as Kafka's StandardAuthorizerData and AclBindingFilter apply them."""
+"""The StandardAuthorizer's decision rules and the ACL filters (security/authorizer.py,
+security/acls.py), as Kafka's StandardAuthorizerData and AclBindingFilter apply them."""
 
 from __future__ import annotations
 
 import pytest
 
-from coordinator.acls import (
+from protocol.errors import ErrorCode, KafkaError
+from security.acls import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -14,8 +15,7 @@ from coordinator.acls import (
     StandardAcl,
     validate_new_acl,
 )
-from coordinator.authorizer import StandardAuthorizer, java_host_address, parse_super_users
-from protocol.errors import ErrorCode, KafkaError
+from security.authorizer import StandardAuthorizer, java_host_address, parse_super_users
 
 Op, Perm, PT, RT = AclOperation, AclPermissionType, PatternType, ResourceType
 ANON, HOST = "User:ANONYMOUS", "127.0.0.1"

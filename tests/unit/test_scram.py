@@ -7,8 +7,8 @@ import hashlib
 import hmac
 from types import SimpleNamespace as NS
 
-from coordinator.controller import scram
 from protocol.errors import ErrorCode
+from security import scram
 
 SHA256, SHA512 = 1, 2
 

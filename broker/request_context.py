@@ -1,0 +1,61 @@
+"""One request as a handler sees it, and what a handler may answer besides a response.
+
+Owns :class:`RequestContext` (the request's header, its connection's listener, client address
+and principal, and the broker's services) and the two non-response outcomes a handler can
+produce: :data:`NO_RESPONSE` (the client expects no answer) and :class:`CloseConnection`.
+The connection is seen through :class:`ConnectionInfo` only, so handlers never depend on the
+network layer (``broker/server.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from security.authorizer import ANONYMOUS
+
+if TYPE_CHECKING:
+    from protocol import codec
+
+    from .services import BrokerServices
+
+
+class NoResponse:
+    """Returned by a handler when the client expects no answer (Produce with acks=0)."""
+
+
+NO_RESPONSE = NoResponse()
+
+
+class CloseConnection(Exception):
+    """Raised by a handler when Kafka would close the connection (e.g. acks=0 errors)."""
+
+
+class ConnectionInfo(Protocol):
+    """What a request may know of the connection it arrived on."""
+
+    client_host: str
+    listener: str | None
+
+
+class RequestContext:
+    """One request: its header, its connection and what a handler may use (``services``)."""
+    __slots__ = ("services", "header", "connection", "api_version")
+
+    def __init__(self, services: BrokerServices, header: codec.RequestHeader, connection: ConnectionInfo):
+        self.services = services
+        self.header = header
+        self.connection = connection
+        self.api_version = header.api_version
+
+    # kbroker's listeners are PLAINTEXT, without SASL: every caller is Kafka's anonymous principal.
+    principal = ANONYMOUS
+
+    @property
+    def client_host(self) -> str:
+        """The client's address as Kafka's authorizer sees it (``InetAddress.getHostAddress``)."""
+        return self.connection.client_host
+
+    @property
+    def listener(self) -> str | None:
+        """The name of the listener the request arrived on (None: not from a listener)."""
+        return getattr(self.connection, "listener", None)

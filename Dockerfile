@@ -30,6 +30,7 @@ RUN set -e; python3 -m venv /opt/kbroker; \
 COPY protocol /src/protocol
 COPY storage /src/storage
 COPY coordinator /src/coordinator
+COPY security /src/security
 COPY broker /src/broker
 COPY tools /src/tools
 COPY pipeline /src/pipeline

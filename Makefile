@@ -91,7 +91,7 @@ test-unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: install
-	$(PY) -m ruff check protocol storage coordinator broker tools pipeline tests bench
+	$(PY) -m ruff check protocol storage coordinator security broker tools pipeline tests bench
 
 bench: tools
 	$(PY) bench/produce_bench.py --target both

@@ -21,7 +21,7 @@ from protocol.errors import ErrorCode, KafkaError
 if TYPE_CHECKING:
     from storage.log import Log
 
-    from .broker import Broker
+    from .services import BrokerServices
 
 log = structlog.get_logger("broker.coordinator_services")
 
@@ -30,7 +30,7 @@ class BrokerCoordinatorServices:
     """The capabilities both coordinators use; all the group coordinator needs
     (:class:`coordinator.group.services.GroupServices`)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self.node_id = broker.node_id
 
@@ -98,7 +98,7 @@ class BrokerShareGroupServices:
     """What share-group membership reads of the broker
     (:class:`coordinator.share.membership.ShareGroupServices`)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     def config(self, key: str) -> Any:
@@ -119,7 +119,7 @@ class BrokerShareGroupServices:
 class BrokerShareServices:
     """What the share-partition manager needs (:class:`coordinator.share.manager.ShareServices`)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     def config(self, key: str) -> Any:
@@ -146,7 +146,7 @@ class BrokerShareAdminView:
     """What share-group offsets administration reads of the broker
     (:class:`coordinator.share.admin.ShareGroups` and ``TopicView``)."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
 
     def coordinator_error(self, group_id: str) -> int:

@@ -21,7 +21,7 @@ import asyncio
 import struct
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -31,9 +31,7 @@ from protocol.errors import InvalidRequest
 from security.authorizer import java_host_address
 
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .services import BrokerServices
 
 log = structlog.get_logger("broker.server")
 
@@ -41,8 +39,17 @@ MAX_QUEUED_REQUESTS = 8
 _SIZE = struct.Struct(">i")
 
 
+class ConnectionHost(BrokerServices, Protocol):
+    """What a connection needs of the broker that accepted it: the services its requests
+    get, the set of open connections, and the v0 answer to an unsupported ApiVersions."""
+
+    connections: set[KafkaConnection]
+
+    def unsupported_api_versions_response(self, correlation_id: int) -> tuple[bytes, bytes]: ...
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker, listener: str | None = None) -> None:
+    def __init__(self, broker: ConnectionHost, listener: str | None = None) -> None:
         self.broker = broker
         self.listener = listener  # the listener name: answers advertise that listener's endpoints
         self.buffer = bytearray()

@@ -24,7 +24,15 @@ if TYPE_CHECKING:
     from .config import BrokerConfig
     from .metrics import Metrics
     from .replica_manager import ReplicaManager
-    from .txn_services import BrokerTxnServices
+
+
+class PartitionVerifier(Protocol):
+    """KIP-890's check, asked by a partition leader before it appends transactional data."""
+
+    async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """0 for each partition in the producer's ongoing transaction, else an error code."""
+        ...
 
 
 class BrokerServices(Protocol):
@@ -43,7 +51,7 @@ class BrokerServices(Protocol):
     share_coordinator: ShareCoordinator
     share_manager: SharePartitionManager
     share_offsets: ShareGroupOffsets
-    txn_services: BrokerTxnServices
+    txn_services: PartitionVerifier
     dynamic_broker_configs: Any
     authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything allowed
 

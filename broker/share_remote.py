@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode, KafkaError
 from .network_client import NetworkClient
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .services import BrokerServices
 
 log = structlog.get_logger("broker.share_remote")
 
@@ -33,7 +33,7 @@ RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress,
 
 
 class RemoteShareCoordinatorClient:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self.client = NetworkClient(f"share-persister-{broker.node_id}", broker.endpoint)
 

@@ -15,10 +15,10 @@ from .txn_verification import AddPartitionsToTxnManager
 VERIFICATION_DELAY_FAULT = "txn.verification.delay"
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from .services import BrokerServices
 
 class BrokerTxnServices(BrokerCoordinatorServices):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerServices) -> None:
         super().__init__(broker)
         self.client = NetworkClient(f"txn-coordinator-{broker.node_id}", self.endpoint)
         self.verifier = AddPartitionsToTxnManager(self.client)

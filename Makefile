@@ -64,7 +64,7 @@ run: $(RUN_STAMP)
 
 # Three brokers and etcd on loopback (ports 9092-9094); Ctrl-C stops them all.
 cluster: $(RUN_STAMP) etcd
-	$(PY) -m broker.devcluster --nodes 3 --data-dir kbroker-cluster $(ARGS)
+	$(PY) -m tools.devcluster --nodes 3 --data-dir kbroker-cluster $(ARGS)
 
 # The same three brokers and etcd in docker-compose, published on 127.0.0.1:19092-19094.
 # compose/stack.sh installs docker.io, docker-compose and debootstrap (apt) when missing, starts

@@ -41,7 +41,7 @@ Broker CPU = utime+stime from /proc/PID/stat, summed over the three broker proce
 their children).  For ours, etcd's CPU is reported on its own line, because Kafka's
 controllers run inside the broker JVMs (combined mode).  MB = 10^6 bytes, GB = 10^9 bytes.
 
-Targets: ``ours`` = ``broker.devcluster.DevCluster`` (etcd + 3 ``python -m broker`` processes
+Targets: ``ours`` = ``tools.devcluster.DevCluster`` (etcd + 3 ``python -m broker`` processes
 run with this interpreter); ``kafka`` = Apache Kafka 4.3.1, 3 combined broker+controller
 nodes started by compat/kafka/kraft_cluster.py (``--kafka-heap``, default -Xmx512M -Xms512M).
 The targets run one after the other, never at the same time.  A table goes to stdout,
@@ -122,7 +122,7 @@ class OursCluster(Cluster):
         self.tmp: Path | None = None
 
     def start(self) -> None:
-        from broker.devcluster import DevCluster  # our package; imported only for this target
+        from tools.devcluster import DevCluster  # our package; imported only for this target
 
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-ours-"))
         self.dc = DevCluster(str(self.tmp), nodes=3, base_port=0, overrides=self.overrides)

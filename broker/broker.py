@@ -28,8 +28,8 @@ from security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_s
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
-from .admin_util import load_dynamic_broker_configs
 from .config import BrokerConfig
+from .config_admin import load_dynamic_broker_configs
 from .metrics import Metrics, serve_metrics
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
@@ -75,7 +75,7 @@ class Broker:
         self.share_manager = None
         self.share_offsets = None
         self.share_remote = None
-        self.dynamic_broker_configs = None  # admin_util.DynamicBrokerConfigs, made on first use
+        self.dynamic_broker_configs = None  # config_admin.DynamicBrokerConfigs, made on first use
         self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
         self.metrics_server: asyncio.AbstractServer | None = None
         self.tasks: list[asyncio.Task] = []

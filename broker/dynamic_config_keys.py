@@ -1,7 +1,7 @@
 """The broker configs Apache Kafka 4.3.1 can change at run time (``DynamicBrokerConfig.
 ALL_DYNAMIC_CONFIGS``), with Kafka's type and default, read from the 4.3.1 jars.
 
-kbroker applies the log defaults among them (``admin_util.DYNAMIC_BROKER_KEYS``). The others
+kbroker applies the log defaults among them (``config_admin.DYNAMIC_BROKER_KEYS``). The others
 (SSL, SASL, quotas, thread pools, remote storage...) are accepted, validated by type, stored
 and described back as Kafka does, so tools that set them work, but they have no effect here.
 PASSWORD values are sensitive: described with a null value.

@@ -73,7 +73,7 @@ def _kbroker(stack: contextlib.ExitStack, workdir: Path, config: dict[str, str])
 
 
 def _kbroker_cluster(stack: contextlib.ExitStack, workdir: Path, config: dict[str, str]) -> Target:
-    from broker.devcluster import DevCluster
+    from tools.devcluster import DevCluster
 
     cluster = DevCluster(str(workdir / "cluster"), 3, overrides={
         "default.replication.factor": "3", "min.insync.replicas": "2", **config})

@@ -7,7 +7,7 @@ Behavior:
   or sensitive. An unknown topic gets UNKNOWN_TOPIC_OR_PARTITION, an illegal name
   INVALID_TOPIC_EXCEPTION.
 - BROKER (4) named by this node's id: every broker config with its current value; read-only
-  unless it is one of the dynamic keys (broker/admin_util.py). The empty name (cluster-wide
+  unless it is one of the dynamic keys (broker/config_admin.py). The empty name (cluster-wide
   default) lists only the dynamic cluster-wide defaults. Another id or a non-integer name gets
   INVALID_REQUEST with Kafka's wording.
 - ``configuration_keys`` (null or empty: all) filters the entries; synonyms are listed only
@@ -28,7 +28,8 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
-from ..admin_util import (
+from ..authorization import AclOperation, check_config_resource
+from ..config_admin import (
     ResourceType,
     describe_broker,
     describe_group,
@@ -36,7 +37,6 @@ from ..admin_util import (
     node_id_of,
     unsupported_resource,
 )
-from ..authorization import AclOperation, check_config_resource
 from ..replica_manager import validate_topic_name
 from ..request_context import RequestContext
 

@@ -7,7 +7,7 @@ Behavior:
   is INVALID_REQUEST, an illegal one INVALID_TOPIC_EXCEPTION. Overrides are persisted in the
   metadata store and applied to the partitions' logs at once.
 - BROKER (4), this node's id or the empty name (cluster-wide default): replaces that level's
-  dynamic broker configs; only the dynamic subset in broker/admin_util.py is accepted,
+  dynamic broker configs; only the dynamic subset in broker/config_admin.py is accepted,
   anything else is INVALID_REQUEST, as Kafka answers read-only or invalid broker configs.
 - GROUP (32): replaces the group's config overrides, validated as IncrementalAlterConfigs
   does (INVALID_CONFIG with Kafka's messages).
@@ -24,7 +24,8 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
-from ..admin_util import (
+from ..authorization import AclOperation, check_config_resource
+from ..config_admin import (
     ResourceType,
     alter_each,
     apply_group_overrides,
@@ -38,7 +39,6 @@ from ..admin_util import (
     validated_group_overrides,
     validated_topic_overrides,
 )
-from ..authorization import AclOperation, check_config_resource
 from ..request_context import RequestContext
 
 

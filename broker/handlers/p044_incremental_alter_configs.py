@@ -12,7 +12,7 @@ Behavior:
   INVALID_REQUEST, an illegal one INVALID_TOPIC_EXCEPTION.
 - BROKER (4), this node's id (per-broker) or the empty name (cluster-wide default): changes
   that level's dynamic broker configs. Supported: the broker-level log defaults listed in
-  broker/admin_util.py DYNAMIC_BROKER_KEYS (log.retention.ms, log.segment.bytes,
+  broker/config_admin.py DYNAMIC_BROKER_KEYS (log.retention.ms, log.segment.bytes,
   log.cleanup.policy, message.max.bytes, ...); they persist across restarts and apply to every
   topic without an override. A read-only key ("Cannot update these configs dynamically"), an
   unknown key, a bad value or another node id is INVALID_REQUEST, as Kafka answers broker
@@ -35,7 +35,8 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
-from ..admin_util import (
+from ..authorization import AclOperation, check_config_resource
+from ..config_admin import (
     OpType,
     ResourceType,
     alter_each,
@@ -51,7 +52,6 @@ from ..admin_util import (
     validated_group_overrides,
     validated_topic_overrides,
 )
-from ..authorization import AclOperation, check_config_resource
 from ..request_context import RequestContext
 from ..topic_config import TOPIC_KEYS, broker_default
 

@@ -24,7 +24,7 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode
 
-from ..admin_util import ResourceType
+from ..config_admin import ResourceType
 from ..request_context import RequestContext
 
 SUPPORTED_RESOURCE_TYPES = {

@@ -263,7 +263,7 @@ class KafkaCluster:
     cluster_id: str = ""
     _own_workdir: bool = False
     # per node id: the address it listens on (default 127.0.0.1) and a prefix for its JVM's
-    # command (e.g. ``ip netns exec NS``), as broker.devcluster.DevCluster takes them
+    # command (e.g. ``ip netns exec NS``), as tools.devcluster.DevCluster takes them
     node_hosts: dict[int, str] = field(default_factory=dict)
     command_prefixes: dict[int, list[str]] = field(default_factory=dict)
 

@@ -11,10 +11,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.devcluster import REPO, free_port
 from tests.support.clients import consume_all, create_topic
 from tests.support.cluster import describe, wait_for, wait_isr_complete
 from tests.support.raw import RawClient
+from tools.devcluster import REPO, free_port
 
 
 def _init_producer_id(cluster, order: list[int]) -> int:

@@ -9,10 +9,10 @@ import json
 import aetcd
 import pytest
 
-from broker.devcluster import DevCluster
 from coordinator.controller.etcd_store import EtcdMetadataStore
 from coordinator.controller.metadata import BrokerRegistration
 from tests.support.cluster import require_etcd
+from tools.devcluster import DevCluster
 
 
 @pytest.fixture(scope="module")

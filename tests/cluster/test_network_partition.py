@@ -12,7 +12,6 @@ import uuid
 
 import pytest
 
-from broker.devcluster import REPO
 from protocol import records as rb
 from tests.support.clients import consume_all, create_topic
 from tests.support.cluster import (
@@ -22,6 +21,7 @@ from tests.support.cluster import (
     wait_for,
     wait_isr_complete,
 )
+from tools.devcluster import REPO
 
 ISOLATED_PRODUCER = """
 import sys

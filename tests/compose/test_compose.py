@@ -23,9 +23,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.devcluster import free_port
 from tests.support.broker_process import REPO
 from tests.support.cluster import describe, wait_for
+from tools.devcluster import free_port
 
 # Cold (packages, dockerd, debootstrap, the build) it takes about two minutes; leave room.
 pytestmark = [pytest.mark.compose, pytest.mark.timeout(900)]

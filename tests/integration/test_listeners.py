@@ -10,9 +10,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from broker.devcluster import free_port
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import consume_all
+from tools.devcluster import free_port
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from broker.devcluster import free_port, terminate, wait_for_port
+from tools.devcluster import free_port, terminate, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from broker.devcluster import DevCluster, etcd_binary
+from tools.devcluster import DevCluster, etcd_binary
 
 # Short lease and lag settings so failover happens in seconds on a 2-core machine.
 FAST_FAILOVER = {

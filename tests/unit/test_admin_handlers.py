@@ -14,9 +14,9 @@ import pytest
 from kio.serial import entity_reader
 
 import broker.handlers  # noqa: F401  (registers the handlers)
-from broker.admin_util import ConfigSource
 from broker.broker import Broker
 from broker.config import load_config
+from broker.config_admin import ConfigSource
 from broker.request_context import RequestContext
 from protocol import codec
 from protocol.api import REGISTRY, request_class, response_class
@@ -282,7 +282,7 @@ def test_dynamic_broker_configs(b):
     # a new broker on the same directory starts with them
     b.log_manager.close()
     again = Broker(b.config.__class__(dict(b.dynamic_broker_configs.static), [], []))
-    from broker.admin_util import load_dynamic_broker_configs
+    from broker.config_admin import load_dynamic_broker_configs
     load_dynamic_broker_configs(again)
     again.replica_manager.open_all()
     cfg = again.replica_manager.get("t", 0).log.config

@@ -3,7 +3,7 @@
 Owns the targets and their per-node fault primitives (kill -9, SIGSTOP/SIGCONT, SIGTERM,
 restart, network cut, etcd kill), each done by pid (or by container for ``compose``):
 
-- ``devcluster``: :class:`broker.devcluster.DevCluster` (etcd and three brokers) with short
+- ``devcluster``: :class:`tools.devcluster.DevCluster` (etcd and three brokers) with short
   failover timeouts; ``devcluster:netns`` (or ``devcluster`` when the run asks for the
   ``partition`` fault) puts each broker in its own network namespace behind a bridge, as
   the partition tests do (:class:`Topology`; needs root and iproute2);
@@ -376,7 +376,7 @@ class NetnsNodes:
 
 
 class DevClusterTarget(NetnsNodes, ProcessTarget):
-    """etcd and three kbroker processes (``broker.devcluster``), optionally in namespaces."""
+    """etcd and three kbroker processes (``tools.devcluster``), optionally in namespaces."""
 
     cut_label = "etcd+brokers+clients"
 
@@ -385,7 +385,7 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
     def __init__(self, work_dir: str, overrides: dict[str, str] | None = None, netns: bool = False,
                  nodes: int = 3) -> None:
         super().__init__("")
-        from broker.devcluster import etcd_binary
+        from tools.devcluster import etcd_binary
 
         if etcd_binary() is None:
             raise TargetUnavailable("devcluster: etcd is not installed (Debian package etcd-server; "
@@ -408,7 +408,7 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
     def start(self) -> None:
         if self.cluster is not None:
             return
-        from broker.devcluster import DevCluster
+        from tools.devcluster import DevCluster
 
         kwargs = {}
         if self.netns:

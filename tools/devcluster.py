@@ -1,4 +1,4 @@
-"""``python -m broker.devcluster --nodes 3 --data-dir DIR``: etcd and N brokers on loopback.
+"""``python -m tools.devcluster --nodes 3 --data-dir DIR``: etcd and N brokers on loopback.
 
 Starts Debian's ``etcd`` (data under DIR/etcd) and N broker processes (node ids 1..N, data
 under DIR/broker-<id>, each logging to DIR/broker-<id>.log), waits until every broker listens
@@ -295,7 +295,7 @@ def metadata_broker_ids(host: str, port: int, timeout: float = 2.0) -> list[int]
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m broker.devcluster",
+    p = argparse.ArgumentParser(prog="python -m tools.devcluster",
                                 description="etcd and N brokers on loopback, one Kafka cluster.")
     p.add_argument("--nodes", type=int, default=3)
     p.add_argument("--data-dir", default="kbroker-cluster")

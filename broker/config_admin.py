@@ -1,6 +1,6 @@
-"""Shared helpers for the admin APIs: config resources, config sources and synonyms
-(DescribeConfigs), validated topic-config changes (AlterConfigs, IncrementalAlterConfigs),
-and the dynamic broker configs.
+"""Config administration (Kafka's ``ConfigHelper`` and ``ConfigAdminManager``): config
+resources, config sources and synonyms (DescribeConfigs), validated topic-config changes
+(AlterConfigs, IncrementalAlterConfigs), and the dynamic broker configs.
 
 Config sources and synonyms follow Kafka's ``ConfigHelper``: a topic config's source is
 TOPIC_CONFIG when the topic overrides it, else the source of the first broker-level synonym

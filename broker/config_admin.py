@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("broker.admin")
 
 
-class ResourceType(IntEnum):
+class ConfigResourceType(IntEnum):
+    """Kafka's ``ConfigResource.Type`` (not the ACL resource type of :mod:`security.acls`)."""
     UNKNOWN = 0
     TOPIC = 2
     BROKER = 4
@@ -66,6 +67,7 @@ class ResourceType(IntEnum):
 
 
 class ConfigSource(IntEnum):
+    """Where a described config value comes from (``DescribeConfigsResponse.ConfigSource``)."""
     UNKNOWN = 0
     TOPIC_CONFIG = 1  # DYNAMIC_TOPIC_CONFIG in the admin clients
     DYNAMIC_BROKER_CONFIG = 2
@@ -193,7 +195,7 @@ def check_alter_entries(configs: Iterable, *, null_ok=lambda c: False) -> None:
 
 def unsupported_resource(resource_type: int) -> str:
     try:
-        kind = ResourceType(resource_type)
+        kind = ConfigResourceType(resource_type)
     except ValueError:
         return f"Unknown resource type {resource_type}"
     return f"Resource type {kind.name} is not supported by this broker"

@@ -30,7 +30,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, check_config_resource
 from ..config_admin import (
-    ResourceType,
+    ConfigResourceType,
     describe_broker,
     describe_group,
     describe_topic,
@@ -62,17 +62,17 @@ def _describe(ctx: RequestContext, r, include_synonyms: bool, include_docs: bool
     broker = ctx.services
     keys = set(r.configuration_keys) if r.configuration_keys else None
     check_config_resource(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
-    if r.resource_type == ResourceType.TOPIC:
+    if r.resource_type == ConfigResourceType.TOPIC:
         validate_topic_name(r.resource_name)
         topic = broker.metadata.topics.get(r.resource_name)
         if topic is None:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, "")  # Kafka sends "", not null
         return describe_topic(broker, topic, keys, include_synonyms, include_docs)
-    if r.resource_type == ResourceType.BROKER:
+    if r.resource_type == ConfigResourceType.BROKER:
         per_broker = bool(r.resource_name)
         if per_broker:
             node_id_of(broker, r.resource_name, describe=True)
         return describe_broker(broker, per_broker, keys, include_synonyms, include_docs)
-    if r.resource_type == ResourceType.GROUP:
+    if r.resource_type == ConfigResourceType.GROUP:
         return describe_group(broker, r.resource_name, keys, include_synonyms, include_docs)
     raise KafkaError(ErrorCode.invalid_request, unsupported_resource(r.resource_type))

@@ -26,7 +26,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, check_config_resource
 from ..config_admin import (
-    ResourceType,
+    ConfigResourceType,
     alter_each,
     apply_group_overrides,
     apply_topic_overrides,
@@ -52,15 +52,15 @@ async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     check_config_resource(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
     check_alter_entries(r.configs)
     configs = {c.name: c.value for c in r.configs}
-    if r.resource_type == ResourceType.TOPIC:
+    if r.resource_type == ConfigResourceType.TOPIC:
         topic_for_config_change(broker, r.resource_name)
         overrides = validated_topic_overrides(configs)
         await apply_topic_overrides(broker, r.resource_name, overrides, validate_only)
-    elif r.resource_type == ResourceType.BROKER:
+    elif r.resource_type == ConfigResourceType.BROKER:
         if r.resource_name:
             node_id_of(broker, r.resource_name, describe=False)
         dynamic_configs(broker).replace(bool(r.resource_name), configs, validate_only)
-    elif r.resource_type == ResourceType.GROUP:
+    elif r.resource_type == ConfigResourceType.GROUP:
         group_for_config_change(r.resource_name)
         await apply_group_overrides(broker, r.resource_name, validated_group_overrides(broker, configs),
                                     validate_only)

@@ -37,8 +37,8 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, check_config_resource
 from ..config_admin import (
+    ConfigResourceType,
     OpType,
-    ResourceType,
     alter_each,
     apply_group_overrides,
     apply_topic_overrides,
@@ -65,21 +65,21 @@ async def _alter(ctx: RequestContext, r, validate_only: bool) -> None:
     broker = ctx.services
     check_config_resource(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
     check_alter_entries(r.configs, null_ok=lambda c: c.config_operation == OpType.DELETE)
-    if r.resource_type == ResourceType.TOPIC:
+    if r.resource_type == ConfigResourceType.TOPIC:
         topic_for_config_change(broker, r.resource_name)
         topic = broker.metadata.topics.get(r.resource_name)
         current = topic.configs if topic is not None else {}
         new = incremental(current, r.configs,
                           lambda k: broker_default(k, broker.config) if k in TOPIC_KEYS else None)
         await apply_topic_overrides(broker, r.resource_name, validated_topic_overrides(new), validate_only)
-    elif r.resource_type == ResourceType.BROKER:
+    elif r.resource_type == ConfigResourceType.BROKER:
         per_broker = bool(r.resource_name)
         if per_broker:
             node_id_of(broker, r.resource_name, describe=False)
         dyn = dynamic_configs(broker)
         new = incremental(dyn.layer(per_broker), r.configs, dyn.default_of, broker=True)
         dyn.replace(per_broker, new, validate_only)
-    elif r.resource_type == ResourceType.GROUP:
+    elif r.resource_type == ConfigResourceType.GROUP:
         group_for_config_change(r.resource_name)
         new = incremental(broker.metadata.group_configs.get(r.resource_name, {}), r.configs, lambda k: None)
         await apply_group_overrides(broker, r.resource_name, validated_group_overrides(broker, new), validate_only)

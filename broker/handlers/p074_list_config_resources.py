@@ -24,13 +24,13 @@ Version notes:
 from protocol.api import register
 from protocol.errors import ErrorCode
 
-from ..config_admin import ResourceType
+from ..config_admin import ConfigResourceType
 from ..request_context import RequestContext
 
 SUPPORTED_RESOURCE_TYPES = {
-    0: frozenset({ResourceType.CLIENT_METRICS}),
-    1: frozenset({ResourceType.TOPIC, ResourceType.BROKER, ResourceType.BROKER_LOGGER,
-                  ResourceType.CLIENT_METRICS, ResourceType.GROUP}),
+    0: frozenset({ConfigResourceType.CLIENT_METRICS}),
+    1: frozenset({ConfigResourceType.TOPIC, ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER,
+                  ConfigResourceType.CLIENT_METRICS, ConfigResourceType.GROUP}),
 }
 
 
@@ -40,14 +40,14 @@ async def handle_list_config_resources(ctx: RequestContext, request) -> dict:
     wanted = set(getattr(request, "resource_types", ()) or supported)
     if not wanted <= supported:
         return {"throttle_time": 0, "error_code": ErrorCode.unsupported_version, "config_resources": []}
-    resources: list[tuple[str, ResourceType]] = []
-    if ResourceType.GROUP in wanted:  # first in Kafka's answer, then CLIENT_METRICS (none here)
-        resources += [(name, ResourceType.GROUP) for name in sorted(ctx.services.metadata.group_configs)]
+    resources: list[tuple[str, ConfigResourceType]] = []
+    if ConfigResourceType.GROUP in wanted:  # first in Kafka's answer, then CLIENT_METRICS (none here)
+        resources += [(name, ConfigResourceType.GROUP) for name in sorted(ctx.services.metadata.group_configs)]
     brokers = [str(node_id) for node_id, *_ in ctx.services.metadata.brokers_on(ctx.listener)]
-    for kind in (ResourceType.BROKER_LOGGER, ResourceType.BROKER):
+    for kind in (ConfigResourceType.BROKER_LOGGER, ConfigResourceType.BROKER):
         if kind in wanted:
             resources += [(name, kind) for name in brokers]
-    if ResourceType.TOPIC in wanted:
-        resources += [(name, ResourceType.TOPIC) for name in sorted(ctx.services.metadata.topics)]
+    if ConfigResourceType.TOPIC in wanted:
+        resources += [(name, ConfigResourceType.TOPIC) for name in sorted(ctx.services.metadata.topics)]
     return {"throttle_time": 0, "error_code": 0,
             "config_resources": [{"resource_name": name, "resource_type": kind} for name, kind in resources]}

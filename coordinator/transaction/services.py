@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 
-class ConfigSource(Protocol):
+class ConfigReader(Protocol):
     def config(self, key: str) -> Any:
         """A broker config value by Kafka's property name (typed, with Kafka's default)."""
 
@@ -77,7 +77,7 @@ class TxnMetrics(Protocol):
         """Count a coordinator event (fenced, aborted, expired, rotated) with its reason."""
 
 
-class TxnServices(ConfigSource, PartitionLog, LeaderLookup, MetadataFreshness, ProducerIdSource,
+class TxnServices(ConfigReader, PartitionLog, LeaderLookup, MetadataFreshness, ProducerIdSource,
                   InterBrokerSender, Clock, TxnMetrics, Protocol):
     """Everything at once, as the broker provides it."""
 

@@ -7,8 +7,8 @@ check passes at the cost of one attribute test, and each operations field is Kaf
 ``Utils.to32BitField`` over the ``AclOperation`` codes of
 ``AclEntry.supportedOperations(resourceType)``: topic 3576, group 3400, cluster 8096 (checked
 against Apache Kafka 4.3.1). With the StandardAuthorizer (:mod:`security.authorizer`) the
-caller is ``User:ANONYMOUS`` (kbroker's listeners are PLAINTEXT, with no SASL) from the
-connection's address, and each field holds the supported operations it is allowed. A field
+caller is the connection's principal (a TLS client certificate's mapped subject, else
+``User:ANONYMOUS``; no SASL yet) from the connection's address, and each field holds the supported operations it is allowed. A field
 the request did not ask for is Int32.MinValue, the schema's default.
 """
 

@@ -24,7 +24,9 @@ from coordinator.controller.store import MetadataStore
 from protocol import codec
 from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import ErrorCode
+from security.authenticator import ListenerSecurity
 from security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_super_users
+from security.principal import SslPrincipalMapper
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
@@ -163,15 +165,24 @@ class Broker:
         advertised port 0 becomes the port bound (single node: registered again)."""
         loop = asyncio.get_running_loop()
         for spec in self.config.listeners():
+            security = self._listener_security(spec.name)
             self.servers[spec.name] = await loop.create_server(
-                lambda name=spec.name: KafkaConnection(self, name), spec.host or None, spec.port,
-                reuse_address=True, backlog=1024)
+                lambda name=spec.name, sec=security: KafkaConnection(self, name, sec), spec.host or None,
+                spec.port, reuse_address=True, backlog=1024, ssl=security.ssl_context,
+                ssl_handshake_timeout=10.0 if security.uses_tls else None)
             host, port = self.advertised[spec.name]
             if port == 0:
                 self.advertised[spec.name] = (host, self.servers[spec.name].sockets[0].getsockname()[1])
         self.host, self.port = self.advertised[self.inter_broker_listener]
         if not self.clustered:
             self.metadata.register_self(self._registration())
+
+    def _listener_security(self, listener: str) -> ListenerSecurity:
+        protocol = self.config.security_protocol(listener)
+        if protocol != "SSL":
+            return ListenerSecurity(protocol)
+        return ListenerSecurity(protocol, self.config.server_ssl_context(listener),
+                                SslPrincipalMapper(self.config.ssl_principal_mapping_rules(listener)))
 
     def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
         """Where a broker (this one or a peer) is reached on ``listener`` (default: inter-broker)."""

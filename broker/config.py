@@ -11,9 +11,13 @@ Listeners follow Kafka: ``listeners`` and ``advertised.listeners`` are lists of
 ``NAME://host:port``, ``listener.security.protocol.map`` maps each name to a protocol and
 ``inter.broker.listener.name`` (default: the first listener) is what peers use.
 
-Differs from Kafka: keys for features not implemented yet (SASL, TLS, quotas, KRaft
-controller settings) are accepted and ignored, and say so in the start-up log; a listener
-mapped to anything but PLAINTEXT stops start-up. Without a protocol map, BROKER, CLIENT,
+TLS: a listener mapped to SSL serves TLS with Kafka's ``ssl.*`` keys, globally or as
+``listener.name.<name>.ssl.*`` (:mod:`security.ssl_factory`); its settings are checked (files
+read, contexts built) when the config loads, so a bad one stops start-up with one line.
+
+Differs from Kafka: keys for features not implemented yet (SASL, quotas, KRaft controller
+settings) are accepted and ignored, and say so in the start-up log; a listener mapped to
+SASL_PLAINTEXT or SASL_SSL stops start-up. Without a protocol map, BROKER, CLIENT,
 INTERNAL and EXTERNAL are PLAINTEXT too (Kafka's default map knows only the protocol names);
 a listener that ``advertised.listeners`` leaves out is advertised as bound.
 """
@@ -25,6 +29,9 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from security.principal import SslPrincipalMapper
+from security.ssl_factory import is_ssl_key
 
 LONG_MAX = (1 << 63) - 1
 
@@ -276,10 +283,13 @@ class BrokerConfig:
     """Typed view of the effective configuration."""
 
     def __init__(self, values: dict[str, Any], unknown: list[str], ignored: list[str],
-                 explicit: frozenset[str] = frozenset()) -> None:
+                 explicit: frozenset[str] = frozenset(), ssl_values: dict[str, str] | None = None) -> None:
         self.values = values
         self.unknown = unknown
         self.ignored = ignored
+        # ssl.* and listener.name.<name>.ssl.* as given (read per listener by security.ssl_factory).
+        self.ssl_values = dict(ssl_values or {})
+        self._ssl_contexts: dict[tuple[str, str], Any] = {}
         # Keys set in server.properties / --override (or by the single-node defaults, Kafka's
         # shipped server.properties): DescribeConfigs shows them as STATIC_BROKER_CONFIG.
         self.explicit = explicit
@@ -360,6 +370,41 @@ class BrokerConfig:
                               f"not one of the listeners ({', '.join(s.name for s in bound)})")
         return name.upper()
 
+    def security_protocol(self, listener: str) -> str:
+        return self.security_protocol_map()[listener]
+
+    def server_ssl_context(self, listener: str):
+        """The TLS context of an SSL listener (built once; ConfigError if it cannot be)."""
+        return self._ssl_context("server", listener)
+
+    def client_ssl_context(self, listener: str):
+        """The context for connecting to a peer's SSL ``listener`` (the inter-broker one)."""
+        return self._ssl_context("client", listener)
+
+    def _ssl_context(self, side: str, listener: str):
+        from security import ssl_factory
+
+        cached = self._ssl_contexts.get((side, listener))
+        if cached is None:
+            settings = ssl_factory.ssl_settings(self.ssl_values, listener)
+            build = ssl_factory.server_context if side == "server" else ssl_factory.client_context
+            try:
+                cached = self._ssl_contexts[(side, listener)] = build(settings)
+            except ssl_factory.SslConfigError as exc:
+                raise ConfigError(f"listener {listener}: {exc}") from None
+        return cached
+
+    def inter_broker_ssl_context(self):
+        """TLS for this broker's connections to its peers: None when the inter-broker
+        listener is PLAINTEXT."""
+        name = self.inter_broker_listener_name
+        return self.client_ssl_context(name) if self.security_protocol(name) == "SSL" else None
+
+    def ssl_principal_mapping_rules(self, listener: str) -> str:
+        from security import ssl_factory
+
+        return ssl_factory.ssl_settings(self.ssl_values, listener)["ssl.principal.mapping.rules"]
+
     def security_protocol_map(self) -> dict[str, str]:
         raw = self.values.get("listener.security.protocol.map")
         return parse_security_protocol_map(raw) if raw else dict(DEFAULT_SECURITY_PROTOCOL_MAP)
@@ -391,6 +436,7 @@ DEFAULT_SECURITY_PROTOCOL_MAP = {
     "BROKER": "PLAINTEXT", "CLIENT": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT",
 }
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
 
 
 def parse_security_protocol_map(raw: str) -> dict[str, str]:
@@ -407,7 +453,7 @@ def parse_security_protocol_map(raw: str) -> dict[str, str]:
 
 
 def parse_listeners(raw: str, key: str, protocols: dict[str, str]) -> list[ListenerSpec]:
-    """``NAME://host:port`` entries; names unique, each mapped to PLAINTEXT (the only protocol served)."""
+    """``NAME://host:port`` entries; names unique, each mapped to PLAINTEXT or SSL (the protocols served)."""
     specs = [parse_listener_spec(item, key) for item in _list(raw)]
     names = [s.name for s in specs]
     for spec in specs:
@@ -417,9 +463,9 @@ def parse_listeners(raw: str, key: str, protocols: dict[str, str]) -> list[Liste
         if protocol is None:
             raise ConfigError(f"Invalid value {raw!r} for configuration {key}: listener {spec.name} is not in "
                               f"listener.security.protocol.map")
-        if protocol != "PLAINTEXT":
+        if protocol not in SERVED_PROTOCOLS:
             raise ConfigError(f"Invalid value {raw!r} for configuration {key}: listener {spec.name} uses "
-                              f"{protocol}; only PLAINTEXT listeners are supported")
+                              f"{protocol}; SASL is not supported yet (PLAINTEXT and SSL listeners are)")
     return specs
 
 
@@ -458,9 +504,12 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
     merged = dict(SINGLE_NODE_DEFAULTS) if single_node_defaults and not clustered else {}
     merged.update(properties)
     values: dict[str, Any] = {k.name: k.default for k in KEYS.values()}
-    unknown, ignored = [], []
+    unknown, ignored, ssl_values = [], [], {}
     for name, raw in merged.items():
         key = KEYS.get(name)
+        if key is None and is_ssl_key(name):
+            ssl_values[name] = raw
+            continue
         if key is None:
             close = difflib.get_close_matches(name, KEYS.keys(), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
@@ -479,8 +528,17 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
         values[name] = value
         if key.ignored and name in properties:
             ignored.append(name)
-    config = BrokerConfig(values, unknown, ignored, frozenset(k for k in merged if k in KEYS))
+    config = BrokerConfig(values, unknown, ignored, frozenset(k for k in merged if k in KEYS), ssl_values)
     config.advertised()  # every listener setting is checked now: a bad one stops start-up
+    for spec in config.listeners():
+        if config.security_protocol(spec.name) == "SSL":
+            config.server_ssl_context(spec.name)
+            try:
+                SslPrincipalMapper(config.ssl_principal_mapping_rules(spec.name))
+            except ValueError as exc:
+                raise ConfigError(f"Invalid value for configuration ssl.principal.mapping.rules: {exc}") from None
+    if config.security_protocol(config.inter_broker_listener_name) == "SSL":
+        config.client_ssl_context(config.inter_broker_listener_name)
     return config
 
 

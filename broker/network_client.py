@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
@@ -54,11 +55,13 @@ class _Connection:
         self.correlation_id = 0
         self.connect_lock = asyncio.Lock()
 
-    async def ensure_connected(self, address: tuple[str, int], timeout: float) -> None:
+    async def ensure_connected(self, address: tuple[str, int], timeout: float,
+                               ssl_context: ssl.SSLContext | None = None) -> None:
         async with self.connect_lock:
             if self.writer is not None:
                 return
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
+            tls = {"ssl": ssl_context, "server_hostname": address[0]} if ssl_context is not None else {}
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*address, **tls), timeout)
             self.reader, self.writer = reader, writer
             self.reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader, writer))
 
@@ -129,10 +132,11 @@ class NetworkClient:
     """``send_request(node_id, api_key, api_version, request) -> response``."""
 
     def __init__(self, client_id: str, resolve: Callable[[int], tuple[str, int] | None],
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None) -> None:
         self.client_id = client_id
         self.resolve = resolve
         self.timeout = timeout
+        self.ssl_context = ssl_context  # TLS to the peers' inter-broker listener (SSL)
         self.connections: dict[int, _Connection] = {}
 
     async def send_request(self, node_id: int, api_key: int, api_version: int, request: Any,
@@ -148,8 +152,8 @@ class NetworkClient:
             if address is None:
                 raise ConnectionError(f"no address known for node {node_id}")
             try:
-                await conn.ensure_connected(address, timeout)
-            except (OSError, TimeoutError) as exc:
+                await conn.ensure_connected(address, timeout, self.ssl_context)
+            except (OSError, TimeoutError, ssl.SSLError) as exc:
                 raise ConnectionError(f"cannot connect to node {node_id} at {address}: {exc!r}") from exc
         if conn.writer is None:
             raise ConnectionError(f"connection to node {node_id} closed")

@@ -1,7 +1,7 @@
 """One request as a handler sees it, and what a handler may answer besides a response.
 
-Owns :class:`RequestContext` (the request's header, its connection's listener, client address
-and principal, and the broker's services) and the two non-response outcomes a handler can
+Owns :class:`RequestContext` (the request's header, its connection's listener, security
+protocol, client address and principal, and the broker's services) and the two non-response outcomes a handler can
 produce: :data:`NO_RESPONSE` (the client expects no answer) and :class:`CloseConnection`.
 The connection is seen through :class:`ConnectionInfo` only, so handlers never depend on the
 network layer (``broker/server.py``).
@@ -10,8 +10,6 @@ network layer (``broker/server.py``).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
-
-from security.authorizer import ANONYMOUS
 
 if TYPE_CHECKING:
     from protocol import codec
@@ -35,6 +33,9 @@ class ConnectionInfo(Protocol):
 
     client_host: str
     listener: str | None
+    security_protocol: str
+    principal: str            # ``User:<name>``; ``User:ANONYMOUS`` where nobody authenticates
+    session_expiry_ms: int | None  # when the authenticated session ends (None: never)
 
 
 class RequestContext:
@@ -47,8 +48,10 @@ class RequestContext:
         self.connection = connection
         self.api_version = header.api_version
 
-    # kbroker's listeners are PLAINTEXT, without SASL: every caller is Kafka's anonymous principal.
-    principal = ANONYMOUS
+    @property
+    def principal(self) -> str:
+        """The caller as the authorizer sees it: the connection's authenticated principal."""
+        return self.connection.principal
 
     @property
     def client_host(self) -> str:

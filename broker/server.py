@@ -28,7 +28,9 @@ import structlog
 from protocol import codec
 from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import InvalidRequest
+from security.authenticator import PLAINTEXT, ListenerSecurity
 from security.authorizer import java_host_address
+from security.principal import ANONYMOUS, NoMatchingRule
 
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
@@ -49,9 +51,14 @@ class ConnectionHost(BrokerServices, Protocol):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: ConnectionHost, listener: str | None = None) -> None:
+    def __init__(self, broker: ConnectionHost, listener: str | None = None,
+                 security: ListenerSecurity = PLAINTEXT) -> None:
         self.broker = broker
         self.listener = listener  # the listener name: answers advertise that listener's endpoints
+        self.security = security
+        self.security_protocol = security.protocol
+        self.principal = ANONYMOUS  # authenticated in connection_made (TLS: after the handshake)
+        self.session_expiry_ms: int | None = None
         self.buffer = bytearray()
         self.frames: deque[bytes] = deque()
         self.transport: asyncio.Transport | None = None
@@ -69,6 +76,14 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.peer = transport.get_extra_info("peername")
         self.client_host = java_host_address(self.peer[0]) if self.peer else ""
+        try:
+            self.principal = self.security.authenticate(transport.get_extra_info("ssl_object"))
+        except NoMatchingRule as exc:
+            log.warning("authentication_failed", listener=self.listener, client=self.client_host, error=str(exc))
+            self.broker.metrics.closed_bad_input.labels("authentication").inc()
+            self.closed = True  # never counted as open
+            transport.abort()
+            return
         self.broker.metrics.connections.inc()
         self.broker.connections.add(self)
         self.worker = asyncio.get_running_loop().create_task(self._process())

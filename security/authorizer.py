@@ -39,7 +39,6 @@ from .acls import (
 )
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-ANONYMOUS = "User:ANONYMOUS"
 
 _op = AclOperation
 IMPLIES_DESCRIBE = frozenset({_op.DESCRIBE, _op.READ, _op.WRITE, _op.DELETE, _op.ALTER})

@@ -48,8 +48,11 @@ def test_properties_format():
                      "long.value": "a,b"}
 
 
-@pytest.mark.parametrize("override, expected", [("num.partitions=-4", "num.partitions"),
-                                                 ("listeners=SSL://127.0.0.1:9093", "only PLAINTEXT")])
+@pytest.mark.parametrize("override, expected", [
+    ("num.partitions=-4", "num.partitions"),
+    ("listeners=SSL://127.0.0.1:9093", "the SSL listener SSL needs a key store"),
+    ("listeners=SASL_SSL://127.0.0.1:9093", "SASL is not supported yet"),
+])
 def test_cli_bad_value_exits_with_one_line_message(tmp_path, override, expected):
     proc = subprocess.run([sys.executable, "-m", "broker", "--override", override,
                            "--override", f"log.dirs={tmp_path}"], cwd=REPO, capture_output=True,
@@ -101,7 +104,8 @@ def test_a_listener_left_out_of_advertised_listeners_is_advertised_as_bound():
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL"}, "EXTERNAL uses SSL"),
+    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL"}, "EXTERNAL needs a key store"),
+    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL"}, "EXTERNAL uses SASL_SSL; SASL is not"),
     ({"listeners": "SASL_SSL://:9093", "advertised.listeners": "", "inter.broker.listener.name": "",
       "listener.security.protocol.map": ""}, "SASL_SSL uses SASL_SSL"),
     ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT"}, "EXTERNAL is not in listener.security"),

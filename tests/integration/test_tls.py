@@ -1,0 +1,136 @@
+"""TLS listeners with real clients against a broker process (Kafka's SSL security protocol).
+
+One broker, three listeners: PLAINTEXT (inter-broker, and for setup), SSL (server
+authentication only: clients are ``User:ANONYMOUS``) and MTLS (SSL with ``ssl.client.auth``
+required, set for that listener only: the client certificate's subject is the principal the
+ACLs see). confluent-kafka and kafka-python produce and consume over TLS; a client without a
+certificate, with one from another CA, or speaking plaintext to a TLS port is refused, and
+the broker keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import consume_all
+from tests.support.tls import TestCA
+from tools.devcluster import free_port
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    ca = TestCA(tmp_path_factory.mktemp("tls-ca"))
+    ca.broker = ca.issue("broker", cn="broker1", hosts=("127.0.0.1", "localhost"))
+    ca.admin = ca.issue("admin", cn="admin")
+    ca.alice = ca.issue("alice", cn="alice", ou="eng", o="kbroker")
+    ca.stranger_ca = TestCA(ca.dir / "other", name="another CA")
+    ca.stranger = ca.stranger_ca.issue("stranger", cn="admin")  # same name, untrusted issuer
+    return ca
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, ca):
+    b = BrokerProcess(str(tmp_path_factory.mktemp("tls-broker") / "data"))
+    b.ssl_port, b.mtls_port = free_port(), free_port()
+    b.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SSL://127.0.0.1:{b.ssl_port},MTLS://127.0.0.1:{b.mtls_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(ca.broker.bundle),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca.pem),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": "User:ANONYMOUS;User:CN=admin",
+    })
+    b.start()
+    yield b
+    b.kill9()
+
+
+def tls(port: int, ca, cert=None, **extra) -> dict:
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": str(ca.pem),
+            "socket.timeout.ms": 5000, **extra}
+    if cert is not None:
+        conf.update({"ssl.certificate.location": str(cert.cert), "ssl.key.location": str(cert.key)})
+    return conf
+
+
+def produce(conf: dict, topic: str, n: int = 5, timeout: float = 20) -> list:
+    """Delivery errors (empty: all acknowledged)."""
+    errors = []
+    p = Producer({**conf, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i, on_delivery=lambda err, _m: errors.append(err) if err else None)
+    p.flush(timeout + 5)
+    return errors
+
+
+def test_clients_produce_and_consume_over_tls(broker, ca, topic_name):
+    admin = AdminClient(tls(broker.ssl_port, ca))
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
+    assert produce(tls(broker.ssl_port, ca), topic_name) == []
+    conf = tls(broker.ssl_port, ca)
+    got = consume_all(conf.pop("bootstrap.servers"), topic_name, 1, 5, **conf)
+    assert [m.value() for m in got] == [b"v%d" % i for i in range(5)]
+
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.ssl_port}", security_protocol="SSL",
+                       ssl_cafile=str(ca.pem), acks="all")
+    kp.send(topic_name, b"from-kafka-python").get(timeout=20)
+    kp.close()
+    kc = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{broker.mtls_port}", security_protocol="SSL",
+                       ssl_cafile=str(ca.pem), ssl_certfile=str(ca.admin.cert), ssl_keyfile=str(ca.admin.key),
+                       consumer_timeout_ms=10000)
+    kc.assign([TopicPartition(topic_name, 0)])
+    kc.seek_to_beginning()
+    values = [m.value for m in kc]
+    kc.close()
+    assert values[-1] == b"from-kafka-python" and len(values) == 6
+
+
+def test_the_client_certificate_is_the_principal_the_acls_see(broker, ca, topic_name):
+    admin = AdminClient(tls(broker.mtls_port, ca, ca.admin))  # User:CN=admin, a super user
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
+    assert produce(tls(broker.mtls_port, ca, ca.admin), topic_name) == []
+
+    alice = tls(broker.mtls_port, ca, ca.alice)
+    errors = produce(alice, topic_name, n=1, timeout=5)
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
+
+    principal = "User:CN=alice,OU=eng,O=kbroker"
+    acl = AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, principal, "*",
+                     AclOperation.WRITE, AclPermissionType.ALLOW)
+    for f in admin.create_acls([acl]).values():
+        f.result(20)
+    assert produce(alice, topic_name, n=2) == []
+
+
+@pytest.mark.parametrize("who", ["no-certificate", "untrusted-certificate", "plaintext"])
+def test_a_refused_client_leaves_the_others_served(broker, ca, topic_name, who):
+    conf = {"no-certificate": tls(broker.mtls_port, ca),
+            "untrusted-certificate": tls(broker.mtls_port, ca, ca.stranger),
+            "plaintext": {"bootstrap.servers": f"127.0.0.1:{broker.ssl_port}", "socket.timeout.ms": 3000}}[who]
+    admin = AdminClient({**conf, "log_level": 0})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=4)
+    # Everyone else is still served, on every listener.
+    good = AdminClient(tls(broker.mtls_port, ca, ca.admin))
+    good.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
+    assert produce(tls(broker.ssl_port, ca), topic_name, n=1) == []
+    assert produce({"bootstrap.servers": broker.bootstrap}, topic_name, n=1) == []
+    assert broker.is_alive()

@@ -134,3 +134,43 @@ def test_a_refused_client_leaves_the_others_served(broker, ca, topic_name, who):
     assert produce(tls(broker.ssl_port, ca), topic_name, n=1) == []
     assert produce({"bootstrap.servers": broker.bootstrap}, topic_name, n=1) == []
     assert broker.is_alive()
+
+
+def test_an_ssl_inter_broker_listener_carries_the_brokers_own_requests(tmp_path, ca, topic_name):
+    """Transaction markers go to the partition leader through the inter-broker listener, this
+    broker included: with that listener SSL (the peer's name checked against its certificate),
+    a committed transaction becomes visible only if the broker's own TLS connection works."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    b = BrokerProcess(str(tmp_path / "data"))
+    b.internal_port = free_port()
+    b.overrides.update({
+        "listeners": f"CLIENT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{b.internal_port}",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(ca.broker.bundle),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.pem),
+        "listener.name.internal.ssl.client.auth": "required",
+    })
+    b.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(20)
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic_name}"})
+        p.init_transactions(20)
+        p.begin_transaction()
+        for i in range(4):
+            p.produce(topic_name, value=b"t%d" % i, partition=i % 2)
+        p.commit_transaction(20)
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic_name}",
+                      "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+        c.assign([TopicPartition(topic_name, part, 0) for part in range(2)])
+        got = []
+        for _ in range(40):
+            got += [m.value() for m in c.consume(10, 0.5) if m.error() is None]
+            if len(got) == 4:
+                break
+        c.close()
+        assert sorted(got) == [b"t0", b"t1", b"t2", b"t3"]
+    finally:
+        b.kill9()

@@ -27,6 +27,7 @@ from protocol.errors import ErrorCode
 from security.authenticator import ListenerSecurity
 from security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_super_users
 from security.principal import SslPrincipalMapper
+from security.sasl import PLAIN, SaslServerConfig, enabled_mechanisms, jaas_config, plain_users
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
@@ -179,10 +180,19 @@ class Broker:
 
     def _listener_security(self, listener: str) -> ListenerSecurity:
         protocol = self.config.security_protocol(listener)
-        if protocol != "SSL":
-            return ListenerSecurity(protocol)
-        return ListenerSecurity(protocol, self.config.server_ssl_context(listener),
-                                SslPrincipalMapper(self.config.ssl_principal_mapping_rules(listener)))
+        tls = protocol in ("SSL", "SASL_SSL")
+        return ListenerSecurity(
+            protocol, self.config.server_ssl_context(listener) if tls else None,
+            SslPrincipalMapper(self.config.ssl_principal_mapping_rules(listener)) if tls else SslPrincipalMapper(),
+            self._sasl_config(listener) if protocol.startswith("SASL_") else None)
+
+    def _sasl_config(self, listener: str) -> SaslServerConfig:
+        given = self.config.ssl_values
+        return SaslServerConfig(
+            mechanisms=enabled_mechanisms(given, listener),
+            plain_users=plain_users(jaas_config(given, listener, PLAIN)),
+            # Read at each login: credentials altered later apply to the next connection.
+            scram_credentials=lambda user, mechanism: self.metadata.scram_credentials.get(user, {}).get(mechanism))
 
     def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
         """Where a broker (this one or a peer) is reached on ``listener`` (default: inter-broker)."""

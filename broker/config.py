@@ -15,9 +15,13 @@ TLS: a listener mapped to SSL serves TLS with Kafka's ``ssl.*`` keys, globally o
 ``listener.name.<name>.ssl.*`` (:mod:`security.ssl_factory`); its settings are checked (files
 read, contexts built) when the config loads, so a bad one stops start-up with one line.
 
-Differs from Kafka: keys for features not implemented yet (SASL, quotas, KRaft controller
-settings) are accepted and ignored, and say so in the start-up log; a listener mapped to
-SASL_PLAINTEXT or SASL_SSL stops start-up. Without a protocol map, BROKER, CLIENT,
+SASL: a listener mapped to SASL_PLAINTEXT or SASL_SSL authenticates with the mechanisms of
+``sasl.enabled.mechanisms`` (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), PLAIN's users from
+``listener.name.<name>.plain.sasl.jaas.config`` (:mod:`security.sasl`).
+
+Differs from Kafka: keys for features not implemented yet (quotas, KRaft controller
+settings) are accepted and ignored, and say so in the start-up log; an inter-broker listener
+mapped to SASL stops start-up (brokers do not authenticate to each other with SASL yet). Without a protocol map, BROKER, CLIENT,
 INTERNAL and EXTERNAL are PLAINTEXT too (Kafka's default map knows only the protocol names);
 a listener that ``advertised.listeners`` leaves out is advertised as bound.
 """
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from security.principal import SslPrincipalMapper
+from security.sasl import check_listener, is_sasl_key
 from security.ssl_factory import is_ssl_key
 
 LONG_MAX = (1 << 63) - 1
@@ -146,6 +151,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("num.recovery.threads.per.data.dir", int, 2, *at_least(1), ignored=True),
     _k("num.replica.fetchers", int, 1, ignored=True),
     _k("connections.max.idle.ms", int, 600000, *at_least(1)),
+    _k("connection.failed.authentication.delay.ms", int, 100, *at_least(0)),
     _k("offsets.topic.num.partitions", int, 50, *at_least(1)),
     _k("offsets.topic.replication.factor", int, 3, *at_least(1)),
     _k("offsets.topic.segment.bytes", int, 104857600, *at_least(1)),
@@ -287,7 +293,8 @@ class BrokerConfig:
         self.values = values
         self.unknown = unknown
         self.ignored = ignored
-        # ssl.* and listener.name.<name>.ssl.* as given (read per listener by security.ssl_factory).
+        # ssl.*, sasl.* and their listener.name.<name>. forms as given (read per listener by
+        # security.ssl_factory and security.sasl).
         self.ssl_values = dict(ssl_values or {})
         self._ssl_contexts: dict[tuple[str, str], Any] = {}
         # Keys set in server.properties / --override (or by the single-node defaults, Kafka's
@@ -436,7 +443,7 @@ DEFAULT_SECURITY_PROTOCOL_MAP = {
     "BROKER": "PLAINTEXT", "CLIENT": "PLAINTEXT", "INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT",
 }
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
+SERVED_PROTOCOLS = SECURITY_PROTOCOLS
 
 
 def parse_security_protocol_map(raw: str) -> dict[str, str]:
@@ -465,7 +472,7 @@ def parse_listeners(raw: str, key: str, protocols: dict[str, str]) -> list[Liste
                               f"listener.security.protocol.map")
         if protocol not in SERVED_PROTOCOLS:
             raise ConfigError(f"Invalid value {raw!r} for configuration {key}: listener {spec.name} uses "
-                              f"{protocol}; SASL is not supported yet (PLAINTEXT and SSL listeners are)")
+                              f"{protocol}, which is not served")
     return specs
 
 
@@ -507,7 +514,7 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
     unknown, ignored, ssl_values = [], [], {}
     for name, raw in merged.items():
         key = KEYS.get(name)
-        if key is None and is_ssl_key(name):
+        if key is None and (is_ssl_key(name) or is_sasl_key(name)):
             ssl_values[name] = raw
             continue
         if key is None:
@@ -531,14 +538,24 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
     config = BrokerConfig(values, unknown, ignored, frozenset(k for k in merged if k in KEYS), ssl_values)
     config.advertised()  # every listener setting is checked now: a bad one stops start-up
     for spec in config.listeners():
-        if config.security_protocol(spec.name) == "SSL":
+        if config.security_protocol(spec.name).startswith("SASL_"):
+            try:
+                check_listener(config.ssl_values, spec.name)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
+        if config.security_protocol(spec.name) in ("SSL", "SASL_SSL"):
             config.server_ssl_context(spec.name)
             try:
                 SslPrincipalMapper(config.ssl_principal_mapping_rules(spec.name))
             except ValueError as exc:
                 raise ConfigError(f"Invalid value for configuration ssl.principal.mapping.rules: {exc}") from None
-    if config.security_protocol(config.inter_broker_listener_name) == "SSL":
-        config.client_ssl_context(config.inter_broker_listener_name)
+    inter_broker = config.inter_broker_listener_name
+    if config.security_protocol(inter_broker).startswith("SASL_"):
+        raise ConfigError(f"Invalid value {inter_broker!r} for configuration inter.broker.listener.name: "
+                          "brokers do not authenticate to each other with SASL yet; use a PLAINTEXT or SSL "
+                          "listener between brokers")
+    if config.security_protocol(inter_broker) == "SSL":
+        config.client_ssl_context(inter_broker)
     return config
 
 

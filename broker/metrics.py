@@ -40,6 +40,12 @@ class Metrics:
         self.closed_bad_input = Counter("kbroker_connections_closed_invalid_request",
                                         "Connections closed for an unreadable or unsupported request",
                                         ["reason"], registry=r)
+        # Kafka's socket-server-metrics successful-/failed-authentication-total, per listener.
+        self.successful_authentication = Counter("kafka_server_socketservermetrics_successful_authentication",
+                                                 "Completed SASL authentications", ["listener"], registry=r)
+        self.failed_authentication = Counter("kafka_server_socketservermetrics_failed_authentication",
+                                             "Failed TLS principal mappings and SASL authentications",
+                                             ["listener"], registry=r)
         self.txn_events = Counter("kbroker_transaction_coordinator_events",
                                   "Fences, forced aborts, id expiries and producer-id rotations, by reason",
                                   ["event", "reason"], registry=r)

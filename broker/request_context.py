@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from protocol import codec
+    from security.sasl import SaslServerAuthenticator
 
     from .services import BrokerServices
 
@@ -36,6 +37,13 @@ class ConnectionInfo(Protocol):
     security_protocol: str
     principal: str            # ``User:<name>``; ``User:ANONYMOUS`` where nobody authenticates
     session_expiry_ms: int | None  # when the authenticated session ends (None: never)
+    sasl: SaslServerAuthenticator | None  # the SASL exchange of a SASL_* listener's connection
+
+    def authenticated(self, principal: str) -> None:
+        """The SASL exchange completed: ``principal`` is the caller from now on."""
+
+    def authentication_failed(self, reason: str) -> None:
+        """The SASL exchange failed: the connection closes once the answer is sent."""
 
 
 class RequestContext:

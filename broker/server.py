@@ -31,6 +31,7 @@ from protocol.errors import InvalidRequest
 from security.authenticator import PLAINTEXT, ListenerSecurity
 from security.authorizer import java_host_address
 from security.principal import ANONYMOUS, NoMatchingRule
+from security.sasl import IllegalSaslState
 
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
@@ -57,8 +58,9 @@ class KafkaConnection(asyncio.Protocol):
         self.listener = listener  # the listener name: answers advertise that listener's endpoints
         self.security = security
         self.security_protocol = security.protocol
-        self.principal = ANONYMOUS  # authenticated in connection_made (TLS: after the handshake)
+        self.principal = ANONYMOUS  # authenticated in connection_made (TLS) or by SASL
         self.session_expiry_ms: int | None = None
+        self.sasl = security.sasl_authenticator()  # None unless SASL_PLAINTEXT / SASL_SSL
         self.buffer = bytearray()
         self.frames: deque[bytes] = deque()
         self.transport: asyncio.Transport | None = None
@@ -80,7 +82,7 @@ class KafkaConnection(asyncio.Protocol):
             self.principal = self.security.authenticate(transport.get_extra_info("ssl_object"))
         except NoMatchingRule as exc:
             log.warning("authentication_failed", listener=self.listener, client=self.client_host, error=str(exc))
-            self.broker.metrics.closed_bad_input.labels("authentication").inc()
+            self.broker.metrics.failed_authentication.labels(self.listener or "").inc()
             self.closed = True  # never counted as open
             transport.abort()
             return
@@ -175,6 +177,12 @@ class KafkaConnection(asyncio.Protocol):
                 return self.broker.unsupported_api_versions_response(correlation_id)
             self._close_for("unsupported_version", api=spec.name, version=api_version)
             return None
+        if self.sasl is not None and not self.sasl.complete:
+            try:
+                self.sasl.check_allowed(api_key)
+            except IllegalSaslState as exc:
+                self._close_for("sasl_illegal_state", api=spec.name, detail=str(exc))
+                return None
         if api_version < spec.refused_below:
             return self._refuse(spec, frame, api_version, correlation_id)
         try:
@@ -206,6 +214,22 @@ class KafkaConnection(asyncio.Protocol):
             self._close_for("unreadable_request", api=spec.name, version=api_version)
             return None
         return codec.frame_prefix(spec.key, api_version, correlation_id, len(body)), body
+
+    # --- authentication (the SASL handlers' side of the connection) ----------------------------
+
+    def authenticated(self, principal: str) -> None:
+        self.principal = principal
+        self.broker.metrics.successful_authentication.labels(self.listener or "").inc()
+        log.info("authenticated", listener=self.listener, client=self.client_host, principal=principal)
+
+    def authentication_failed(self, reason: str) -> None:
+        """After the failure's answer, the connection closes (Kafka's delayed close)."""
+        self.broker.metrics.failed_authentication.labels(self.listener or "").inc()
+        # Info, as Kafka's Selector logs it: a client retrying a wrong password must not flood.
+        log.info("authentication_failed", listener=self.listener, client=self.client_host, reason=reason)
+        delay = self.broker.config["connection.failed.authentication.delay.ms"] / 1000
+        if self.transport is not None:
+            asyncio.get_running_loop().call_later(delay, self.transport.close)
 
     def close(self) -> None:
         """Broker shutdown: close the socket and abandon the request in flight."""

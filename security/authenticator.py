@@ -5,7 +5,9 @@ it gets its principal. PLAINTEXT authenticates nobody (``User:ANONYMOUS``); SSL 
 verified client certificate's subject through ``ssl.principal.mapping.rules``, and a client
 that presented none is ``User:ANONYMOUS``, as Kafka's ``SslAuthenticator`` does.
 
-Differs from Kafka: SASL_PLAINTEXT and SASL_SSL are not served yet (the config refuses them).
+SASL_PLAINTEXT and SASL_SSL connections start unauthenticated and get their principal from the
+SASL exchange (:mod:`.sasl`); until it completes, only the SASL state machine's requests are
+served.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from .principal import ANONYMOUS, SslPrincipalMapper, certificate_subject, user
+from .sasl import SaslServerAuthenticator, SaslServerConfig
 
 
 @dataclass(frozen=True)
@@ -21,15 +24,20 @@ class ListenerSecurity:
     protocol: str = "PLAINTEXT"
     ssl_context: ssl.SSLContext | None = None
     principal_mapper: SslPrincipalMapper = field(default_factory=SslPrincipalMapper)
+    sasl: SaslServerConfig | None = None  # SASL_PLAINTEXT / SASL_SSL
 
     @property
     def uses_tls(self) -> bool:
         return self.protocol in ("SSL", "SASL_SSL")
 
+    def sasl_authenticator(self) -> SaslServerAuthenticator | None:
+        """A new connection's SASL exchange (None: the listener does not use SASL)."""
+        return SaslServerAuthenticator(self.sasl) if self.sasl is not None else None
+
     def authenticate(self, ssl_object: ssl.SSLObject | None) -> str:
         """The principal of a connection whose handshake (if any) is done; NoMatchingRule
         when a certificate's name matches no mapping rule (the connection is refused)."""
-        if self.uses_tls and ssl_object is not None:
+        if self.protocol == "SSL" and ssl_object is not None:
             der = ssl_object.getpeercert(binary_form=True)
             if der:
                 return user(self.principal_mapper.principal_name(certificate_subject(der)))

@@ -8,8 +8,8 @@ Kafka's ``ScramFormatter``) and the description (Kafka's ``ScramImage.describe``
 Credentials live in the cluster metadata as ``{user: {mechanism name: credential}}`` with
 base64 fields, so every broker of a cluster sees the same set and they survive restarts.
 
-Differs from Kafka: no listener authenticates with SCRAM yet (PLAINTEXT only), so the
-credentials are stored and described but not used to log anyone in.
+SASL_PLAINTEXT and SASL_SSL listeners log users in with them (:mod:`security.sasl`), reading
+them at each login: an altered or deleted credential applies to the next connection.
 """
 
 from __future__ import annotations

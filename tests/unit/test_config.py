@@ -51,7 +51,7 @@ def test_properties_format():
 @pytest.mark.parametrize("override, expected", [
     ("num.partitions=-4", "num.partitions"),
     ("listeners=SSL://127.0.0.1:9093", "the SSL listener SSL needs a key store"),
-    ("listeners=SASL_SSL://127.0.0.1:9093", "SASL is not supported yet"),
+    ("listeners=SASL_SSL://127.0.0.1:9093", "SASL mechanism GSSAPI is not supported"),
 ])
 def test_cli_bad_value_exits_with_one_line_message(tmp_path, override, expected):
     proc = subprocess.run([sys.executable, "-m", "broker", "--override", override,
@@ -105,9 +105,14 @@ def test_a_listener_left_out_of_advertised_listeners_is_advertised_as_bound():
 
 @pytest.mark.parametrize("change, message", [
     ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL"}, "EXTERNAL needs a key store"),
-    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL"}, "EXTERNAL uses SASL_SSL; SASL is not"),
+    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL"},
+     "listener EXTERNAL: SASL mechanism GSSAPI is not supported"),
+    ({"listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,EXTERNAL:PLAINTEXT",
+      "sasl.enabled.mechanisms": "SCRAM-SHA-256"}, "brokers do not authenticate to each other with SASL"),
+    ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+      "sasl.enabled.mechanisms": "PLAIN"}, "PLAIN needs listener.name.external.plain.sasl.jaas.config"),
     ({"listeners": "SASL_SSL://:9093", "advertised.listeners": "", "inter.broker.listener.name": "",
-      "listener.security.protocol.map": ""}, "SASL_SSL uses SASL_SSL"),
+      "listener.security.protocol.map": ""}, "SASL mechanism GSSAPI is not supported"),
     ({"listener.security.protocol.map": "INTERNAL:PLAINTEXT"}, "EXTERNAL is not in listener.security"),
     ({"listener.security.protocol.map": "INTERNAL:PLAIN"}, "expected NAME:PROTOCOL"),
     ({"advertised.listeners": "OTHER://h:1",

@@ -1,0 +1,34 @@
+"""SaslHandshake: v1
+
+Behavior:
+- On a SASL_PLAINTEXT or SASL_SSL listener, before authentication: picks the mechanism for the
+  SaslAuthenticate exchange that follows. A mechanism the listener does not enable answers
+  UNSUPPORTED_SASL_MECHANISM; every answer lists the enabled mechanisms
+  (``sasl.enabled.mechanisms``), as Kafka's ``SaslServerAuthenticator`` does.
+- Anywhere else (a listener without SASL, or a second handshake): ILLEGAL_SASL_STATE.
+
+Version notes:
+- v1 means the tokens travel in SaslAuthenticate requests, which every current client uses.
+
+Differs from Kafka: v0 (tokens as raw frames after the handshake) is not served; a v0
+request closes the connection as any unsupported version does.
+"""
+
+from __future__ import annotations
+
+from protocol.api import register
+from protocol.errors import ErrorCode
+from security.sasl import SaslState
+
+from ..request_context import RequestContext
+
+
+@register(17, 1, 1)
+async def handle_sasl_handshake(ctx: RequestContext, request) -> dict:
+    sasl = getattr(ctx.connection, "sasl", None)
+    if sasl is None or sasl.state is not SaslState.HANDSHAKE_OR_VERSIONS:
+        return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": ()}
+    mechanisms = tuple(sasl.config.mechanisms)
+    if not sasl.handshake(request.mechanism):
+        return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": mechanisms}
+    return {"error_code": ErrorCode.none, "mechanisms": mechanisms}

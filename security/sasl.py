@@ -1,0 +1,276 @@
+"""SASL on a connection: Kafka's ``SaslServerAuthenticator`` state machine and its mechanisms.
+
+Owns what a SASL_PLAINTEXT or SASL_SSL connection may do before it has authenticated, as a
+table (:data:`ALLOWED`): ApiVersions and SaslHandshake first, then SaslAuthenticate until the
+mechanism is done; any other request closes the connection, as Kafka's
+``IllegalSaslStateException`` does. Mechanisms: PLAIN (users from the listener's JAAS line,
+``user_<name>="<password>"``, Kafka's ``PlainServerCallbackHandler``) and SCRAM-SHA-256/512
+(the credentials AlterUserScramCredentials stores, verified with ``scramp``).
+
+Failures answer SASL_AUTHENTICATION_FAILED with Kafka's generic messages (nothing says whether
+the user exists); the connection then closes after ``connection.failed.authentication.delay.ms``.
+
+Differs from Kafka: no GSSAPI or OAUTHBEARER; tokens travel in SaslAuthenticate only (the v1
+SaslHandshake flow every current client uses), not as v0 raw frames; no re-authentication.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .principal import user
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+PLAIN = "PLAIN"
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": "SCRAM_SHA_256", "SCRAM-SHA-512": "SCRAM_SHA_512"}
+SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+
+
+class SaslState(enum.Enum):
+    HANDSHAKE_OR_VERSIONS = "handshake_or_versions"
+    AUTHENTICATE = "authenticate"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+# Requests a connection may send in each state (Kafka's SaslServerAuthenticator).
+ALLOWED: dict[SaslState, frozenset[int]] = {
+    SaslState.HANDSHAKE_OR_VERSIONS: frozenset({API_VERSIONS, SASL_HANDSHAKE}),
+    SaslState.AUTHENTICATE: frozenset({SASL_AUTHENTICATE}),
+    SaslState.COMPLETE: frozenset(),  # everything: the gate is open
+    SaslState.FAILED: frozenset(),
+}
+
+
+class AuthenticationFailed(Exception):
+    """The client's credentials are wrong; the message is the one Kafka sends back."""
+
+
+class IllegalSaslState(Exception):
+    """A request the SASL state machine does not allow now (the connection is closed)."""
+
+
+# --- JAAS --------------------------------------------------------------------------------------
+
+_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:\\.|[^"\\])*)"|([^\s;"]+))')
+
+
+def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
+    """``<LoginModule> <flag> key="value" ...;`` (one entry, as Kafka's ``sasl.jaas.config``):
+    (login module class, options)."""
+    text = text.strip()
+    m = re.match(r"([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", text)
+    if m is None or not text.endswith(";"):
+        raise ValueError("expected '<LoginModule> required key=\"value\" ...;'")
+    options, pos, body = {}, 0, text[m.end():-1]
+    while pos < len(body.rstrip()):
+        o = _JAAS_OPTION.match(body, pos)
+        if o is None:
+            raise ValueError(f"cannot read the JAAS options at {body[pos:pos + 30]!r}")
+        value = o.group(2) if o.group(2) is not None else o.group(3)
+        options[o.group(1)] = re.sub(r"\\(.)", r"\1", value)
+        pos = o.end()
+    return m.group(1), options
+
+
+# --- configuration ---------------------------------------------------------------------------------
+
+SASL_DEFAULTS = {"sasl.enabled.mechanisms": "GSSAPI", "sasl.mechanism.inter.broker.protocol": "GSSAPI"}
+LISTENER_PREFIX = "listener.name."
+
+
+def is_sasl_key(name: str) -> bool:
+    """``sasl.enabled.mechanisms`` and the like, globally or per listener, and a listener's
+    ``listener.name.<listener>.<mechanism>.sasl.jaas.config``."""
+    if name in SASL_DEFAULTS or name == "sasl.jaas.config":
+        return True
+    if not name.startswith(LISTENER_PREFIX):
+        return False
+    rest = name[len(LISTENER_PREFIX):].partition(".")[2]
+    return rest in SASL_DEFAULTS or rest.endswith(".sasl.jaas.config")
+
+
+def enabled_mechanisms(given: Mapping[str, str], listener: str) -> tuple[str, ...]:
+    raw = given.get(f"{LISTENER_PREFIX}{listener.lower()}.sasl.enabled.mechanisms",
+                    given.get("sasl.enabled.mechanisms", SASL_DEFAULTS["sasl.enabled.mechanisms"]))
+    return tuple(m.strip().upper() for m in raw.split(",") if m.strip())
+
+
+def jaas_config(given: Mapping[str, str], listener: str, mechanism: str) -> str | None:
+    """The JAAS line of ``mechanism`` on ``listener`` (Kafka reads it only per listener and
+    mechanism on a broker; ``sasl.jaas.config`` is the fallback)."""
+    return given.get(f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
+                     given.get("sasl.jaas.config"))
+
+
+def plain_users(jaas: str | None) -> dict[str, str]:
+    """PLAIN's users: the JAAS line's ``user_<name>="<password>"`` options."""
+    if not jaas:
+        return {}
+    _, options = parse_jaas(jaas)
+    return {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_")}
+
+
+def check_listener(given: Mapping[str, str], listener: str) -> tuple[str, ...]:
+    """The listener's mechanisms, or ValueError (one line) for a setting that cannot work."""
+    mechanisms = enabled_mechanisms(given, listener)
+    if not mechanisms:
+        raise ValueError(f"listener {listener}: sasl.enabled.mechanisms is empty")
+    unsupported = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
+    if unsupported:
+        raise ValueError(f"listener {listener}: SASL mechanism {unsupported[0]} is not supported (set "
+                         f"sasl.enabled.mechanisms to some of {', '.join(SUPPORTED_MECHANISMS)})")
+    if PLAIN in mechanisms:
+        jaas = jaas_config(given, listener, PLAIN)
+        if not jaas:
+            raise ValueError(f"listener {listener}: PLAIN needs listener.name.{listener.lower()}.plain."
+                             "sasl.jaas.config with its users (user_<name>=\"<password>\")")
+        try:
+            plain_users(jaas)
+        except ValueError as exc:
+            raise ValueError(f"listener {listener}: invalid sasl.jaas.config for PLAIN: {exc}") from None
+    return mechanisms
+
+
+# --- mechanisms ----------------------------------------------------------------------------------
+
+class PlainServer:
+    """RFC 4616: one token ``authzid NUL authcid NUL passwd``; users from the JAAS options."""
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self.users = users
+        self.complete = False
+        self.authorization_id = ""
+
+    def evaluate(self, token: bytes) -> bytes:
+        parts = token.split(b"\x00")
+        if len(parts) != 3:
+            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens, got " f"{len(parts)}")
+        authzid, username, password = (p.decode("utf-8", "replace") for p in parts)
+        if not username:
+            raise AuthenticationFailed("Authentication failed: username not specified")
+        if not password:
+            raise AuthenticationFailed("Authentication failed: password not specified")
+        expected = self.users.get(username)
+        if expected is None or not _equal(expected, password):
+            raise AuthenticationFailed("Authentication failed: Invalid username or password")
+        if authzid and authzid != username:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username")
+        self.authorization_id, self.complete = username, True
+        return b""
+
+
+class ScramServer:
+    """RFC 5802 through ``scramp``, against stored {salt, stored_key, server_key, iterations}."""
+
+    def __init__(self, mechanism: str, credential_of: Callable[[str], dict | None]) -> None:
+        from scramp import ScramMechanism
+
+        self.mechanism = mechanism
+        self.credential_of = credential_of
+        self.server = ScramMechanism(mechanism).make_server(self._auth_info)
+        self.step = 0
+        self.complete = False
+        self.authorization_id = ""
+
+    def _auth_info(self, sasl_name: str):
+        username = sasl_name.replace("=2C", ",").replace("=3D", "=")
+        credential = self.credential_of(username)
+        if credential is None:
+            raise AuthenticationFailed(self._failure())
+        self.authorization_id = username
+        return (base64.b64decode(credential["salt"]), base64.b64decode(credential["stored_key"]),
+                base64.b64decode(credential["server_key"]), int(credential["iterations"]))
+
+    def _failure(self) -> str:
+        return (f"Authentication failed during authentication due to invalid credentials with SASL "
+                f"mechanism {self.mechanism}")
+
+    def evaluate(self, token: bytes) -> bytes:
+        from scramp import ScramException
+
+        try:
+            if self.step == 0:
+                self.step = 1
+                self.server.set_client_first(token.decode("utf-8"))
+                return self.server.get_server_first().encode()
+            if self.step == 1:
+                self.step = 2
+                self.server.set_client_final(token.decode("utf-8"))
+                self.complete = True
+                return self.server.get_server_final().encode()
+        except (ScramException, UnicodeDecodeError, ValueError) as exc:
+            if isinstance(exc, AuthenticationFailed):
+                raise
+            raise AuthenticationFailed(self._failure()) from None
+        raise AuthenticationFailed("Unexpected SASL token after the SCRAM exchange")
+
+
+def _equal(a: str, b: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+# --- the authenticator of one connection -----------------------------------------------------------
+
+@dataclass
+class SaslServerConfig:
+    """What a SASL listener accepts: its mechanisms, PLAIN's users, SCRAM's credentials."""
+
+    mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str]
+    scram_credentials: Callable[[str, str], dict | None]  # (user, stored mechanism name) -> credential
+
+
+class SaslServerAuthenticator:
+    """One connection's SASL exchange: handshake, tokens, the authenticated principal."""
+
+    def __init__(self, config: SaslServerConfig) -> None:
+        self.config = config
+        self.state = SaslState.HANDSHAKE_OR_VERSIONS
+        self.mechanism: str | None = None
+        self.server: PlainServer | ScramServer | None = None
+        self.principal: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state is SaslState.COMPLETE
+
+    def check_allowed(self, api_key: int) -> None:
+        if self.state is SaslState.COMPLETE:
+            return
+        if api_key not in ALLOWED[self.state]:
+            raise IllegalSaslState(f"Unexpected Kafka request of type {api_key} during SASL "
+                                   f"{self.state.value}")
+
+    def handshake(self, mechanism: str) -> bool:
+        """SaslHandshake: False (UNSUPPORTED_SASL_MECHANISM) for a mechanism not enabled."""
+        if mechanism not in self.config.mechanisms:
+            return False
+        self.mechanism = mechanism
+        if mechanism == PLAIN:
+            self.server = PlainServer(self.config.plain_users)
+        else:
+            stored = SCRAM_MECHANISMS[mechanism]
+            self.server = ScramServer(mechanism, lambda name: self.config.scram_credentials(name, stored))
+        self.state = SaslState.AUTHENTICATE
+        return True
+
+    def authenticate(self, token: bytes) -> bytes:
+        """SaslAuthenticate: the server's token; AuthenticationFailed ends the exchange."""
+        assert self.server is not None
+        try:
+            reply = self.server.evaluate(token)
+        except AuthenticationFailed:
+            self.state = SaslState.FAILED
+            raise
+        if self.server.complete:
+            self.principal = user(self.server.authorization_id)
+            self.state = SaslState.COMPLETE
+        return reply

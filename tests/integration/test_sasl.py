@@ -1,0 +1,184 @@
+"""SASL listeners with real clients against a broker process (Kafka's SASL_PLAINTEXT and
+SASL_SSL): PLAIN users from the listener's JAAS line, SCRAM-SHA-256/512 users from
+AlterUserScramCredentials; the authenticated user is the principal the ACLs see; wrong
+credentials, unknown users and requests before authentication are refused without affecting
+anyone else; a deleted SCRAM credential logs nobody in any more.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.tls import TestCA
+from tools.devcluster import free_port
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'user_admin="admin-secret" user_alice="alice-secret";')
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    ca = TestCA(tmp_path_factory.mktemp("sasl-ca"))
+    ca.broker = ca.issue("broker", cn="broker1", hosts=("127.0.0.1",))
+    return ca
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, ca):
+    b = BrokerProcess(str(tmp_path_factory.mktemp("sasl-broker") / "data"))
+    b.sasl_port, b.sasl_ssl_port = free_port(), free_port()
+    b.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{b.sasl_port},"
+                     f"SASL_SSL://127.0.0.1:{b.sasl_ssl_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(ca.broker.bundle),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": "User:ANONYMOUS;User:admin",
+        "connection.failed.authentication.delay.ms": "50",
+    })
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})  # PLAINTEXT: ANONYMOUS, a super user
+    for f in admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                         b"carol-secret"),
+            UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                         b"dave-secret")]).values():
+        f.result(20)
+    yield b
+    b.kill9()
+
+
+def sasl(broker, mechanism: str, username: str, password: str, tls=None, **extra) -> dict:
+    port = broker.sasl_ssl_port if tls else broker.sasl_port
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_SSL" if tls else "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": username, "sasl.password": password, **extra}
+    if tls:
+        conf["ssl.ca.location"] = str(tls.pem)
+    return conf
+
+
+def produce(conf: dict, topic: str, n: int = 3, timeout: float = 15) -> list:
+    errors = []
+    p = Producer({**conf, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i, on_delivery=lambda err, _m: errors.append(err) if err else None)
+    p.flush(timeout + 5)
+    return errors
+
+
+def make_topic(broker, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: a dropped handle cancels the request
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
+
+
+def allow_write(broker, topic: str, user: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    acl = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*",
+                     AclOperation.WRITE, AclPermissionType.ALLOW)
+    for f in admin.create_acls([acl]).values():
+        f.result(20)
+
+
+@pytest.mark.parametrize("mechanism, user, password, tls", [
+    ("PLAIN", "admin", "admin-secret", False),
+    ("SCRAM-SHA-256", "carol", "carol-secret", False),
+    ("SCRAM-SHA-512", "dave", "dave-secret", False),
+    ("SCRAM-SHA-512", "dave", "dave-secret", True),
+])
+def test_each_mechanism_logs_in_and_its_user_is_the_principal(broker, ca, topic_name, mechanism, user, password,
+                                                             tls):
+    make_topic(broker, topic_name)
+    conf = sasl(broker, mechanism, user, password, ca if tls else None)
+    errors = produce(conf, topic_name, n=1, timeout=5)
+    if user == "admin":
+        assert errors == []
+        return
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
+    allow_write(broker, topic_name, user)
+    assert produce(conf, topic_name) == []
+
+
+def test_kafka_python_with_scram_over_sasl_ssl(broker, ca, topic_name):
+    from kafka import KafkaProducer
+
+    make_topic(broker, topic_name)
+    allow_write(broker, topic_name, "dave")
+    p = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.sasl_ssl_port}", security_protocol="SASL_SSL",
+                      ssl_cafile=str(ca.pem), sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="dave",
+                      sasl_plain_password="dave-secret", acks="all")
+    p.send(topic_name, b"from-kafka-python").get(timeout=20)
+    p.close()
+
+
+@pytest.mark.parametrize("mechanism, user, password", [
+    ("PLAIN", "alice", "wrong"), ("PLAIN", "mallory", "x"),
+    ("SCRAM-SHA-256", "carol", "wrong"), ("SCRAM-SHA-256", "mallory", "x"),
+    ("SCRAM-SHA-512", "carol", "carol-secret"),  # carol has only a SCRAM-SHA-256 credential
+])
+def test_bad_credentials_are_refused_and_others_stay_served(broker, topic_name, mechanism, user, password):
+    make_topic(broker, topic_name)
+    admin = AdminClient({**sasl(broker, mechanism, user, password), "log_level": 0})
+    with pytest.raises(KafkaException) as exc:
+        admin.list_topics(timeout=5)
+    assert exc.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT,
+                                        KafkaError._TIMED_OUT), exc.value
+    assert produce(sasl(broker, "PLAIN", "admin", "admin-secret"), topic_name, n=1) == []
+    assert broker.is_alive()
+
+
+def _frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    client = b"raw"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client)) + client
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def test_only_the_sasl_requests_are_served_before_authentication(broker):
+    with socket.create_connection(("127.0.0.1", broker.sasl_port), timeout=5) as s:
+        s.sendall(_frame(18, 0, 1))  # ApiVersions v0: answered
+        size = struct.unpack(">i", s.recv(4))[0]
+        assert size > 0
+        data = b""
+        while len(data) < size:
+            data += s.recv(size - len(data))
+        assert struct.unpack(">i", data[:4])[0] == 1
+        s.sendall(_frame(3, 1, 2, struct.pack(">i", -1)))  # Metadata v1, all topics: closes the connection
+        assert s.recv(4) == b""
+
+
+def test_a_deleted_scram_credential_logs_nobody_in(broker, topic_name):
+    make_topic(broker, topic_name)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                         b"erin-secret")]).values():
+        f.result(20)
+    erin = sasl(broker, "SCRAM-SHA-256", "erin", "erin-secret")
+    logged_in = AdminClient(erin)
+    logged_in.list_topics(timeout=10)
+    for f in admin.alter_user_scram_credentials([
+            UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_256)]).values():
+        f.result(20)
+    with pytest.raises(KafkaException):
+        AdminClient({**erin, "log_level": 0}).list_topics(timeout=5)

@@ -1,0 +1,114 @@
+"""The SASL state machine and mechanisms (security/sasl.py) without a network: JAAS lines,
+PLAIN's checks, SCRAM against stored credentials (driven by scramp's client), and which
+requests each state admits."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from scramp import ScramClient
+
+from security import scram
+from security.sasl import (
+    ALLOWED,
+    AuthenticationFailed,
+    IllegalSaslState,
+    SaslServerAuthenticator,
+    SaslServerConfig,
+    SaslState,
+    check_listener,
+    parse_jaas,
+    plain_users,
+)
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="a\\"quoted\\";pw";')
+
+
+def test_jaas_lines():
+    module, options = parse_jaas(JAAS)
+    assert module == "org.apache.kafka.common.security.plain.PlainLoginModule"
+    assert options["username"] == "admin" and options["user_alice"] == 'a"quoted";pw'
+    assert plain_users(JAAS) == {"admin": "admin-secret", "alice": 'a"quoted";pw'}
+    for bad in ("PlainLoginModule", 'PlainLoginModule required user_a="x"', 'M required a="x" b;'):
+        with pytest.raises(ValueError):
+            parse_jaas(bad)
+
+
+def test_listener_checks():
+    given = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+             "listener.name.ext.plain.sasl.jaas.config": JAAS}
+    assert check_listener(given, "EXT") == ("PLAIN", "SCRAM-SHA-512")
+    with pytest.raises(ValueError, match="PLAIN needs"):
+        check_listener(given, "OTHER")
+    with pytest.raises(ValueError, match="OAUTHBEARER is not supported"):
+        check_listener({"listener.name.x.sasl.enabled.mechanisms": "OAUTHBEARER"}, "X")
+
+
+def authenticator(credentials=None) -> SaslServerAuthenticator:
+    credentials = credentials or {}
+    return SaslServerAuthenticator(SaslServerConfig(
+        ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), plain_users(JAAS),
+        lambda user, mechanism: credentials.get(user, {}).get(mechanism)))
+
+
+def test_the_state_table_admits_only_the_sasl_requests_in_turn():
+    a = authenticator()
+    a.check_allowed(18)
+    a.check_allowed(17)
+    for key in (0, 1, 3, 36):
+        with pytest.raises(IllegalSaslState):
+            a.check_allowed(key)
+    assert not a.handshake("GSSAPI") and a.state is SaslState.HANDSHAKE_OR_VERSIONS
+    assert a.handshake("PLAIN") and a.state is SaslState.AUTHENTICATE
+    with pytest.raises(IllegalSaslState):
+        a.check_allowed(17)
+    assert ALLOWED[SaslState.AUTHENTICATE] == {36}
+    assert a.authenticate(b"\x00admin\x00admin-secret") == b""
+    assert a.complete and a.principal == "User:admin"
+    a.check_allowed(0)  # everything, once authenticated
+
+
+@pytest.mark.parametrize("token, message", [
+    (b"\x00admin\x00wrong", "Invalid username or password"),
+    (b"\x00nobody\x00admin-secret", "Invalid username or password"),  # the same words: no user probing
+    (b"\x00admin\x00", "password not specified"),
+    (b"admin-secret", "expected 3 tokens"),
+    (b"alice\x00admin\x00admin-secret", "authorization id that is different"),
+])
+def test_plain_refusals(token, message):
+    a = authenticator()
+    a.handshake("PLAIN")
+    with pytest.raises(AuthenticationFailed, match=message):
+        a.authenticate(token)
+    assert a.state is SaslState.FAILED and a.principal is None
+
+
+def scram_credential(mechanism: scram.ScramMechanism, password: str, iterations: int = 4096) -> dict:
+    import hashlib
+
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode(), salt, iterations)
+    return scram.derive(mechanism, salt, salted, iterations)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_against_stored_credentials(mechanism):
+    stored = mechanism.replace("-", "_")
+    creds = {"carol": {stored: scram_credential(scram.ScramMechanism[stored], "carol-secret")}}
+
+    def login(username: str, password: str) -> SaslServerAuthenticator:
+        a = authenticator(creds)
+        assert a.handshake(mechanism)
+        client = ScramClient([mechanism], username, password)
+        server_first = a.authenticate(client.get_client_first().encode())
+        client.set_server_first(server_first.decode())
+        server_final = a.authenticate(client.get_client_final().encode())
+        client.set_server_final(server_final.decode())  # the server proved it knows the key too
+        return a
+
+    assert login("carol", "carol-secret").principal == "User:carol"
+    for user, password in (("carol", "wrong"), ("mallory", "carol-secret")):
+        with pytest.raises(AuthenticationFailed, match=f"invalid credentials with SASL mechanism {mechanism}"):
+            login(user, password)

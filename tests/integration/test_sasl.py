@@ -11,15 +11,9 @@ import socket
 import struct
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
     AdminClient,
-    NewTopic,
-    ResourcePatternType,
-    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -27,6 +21,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.clients import allow, create_topic, delivery_errors
 from tests.support.tls import TestCA
 from tools.devcluster import free_port
 
@@ -79,26 +74,8 @@ def sasl(broker, mechanism: str, username: str, password: str, tls=None, **extra
     return conf
 
 
-def produce(conf: dict, topic: str, n: int = 3, timeout: float = 15) -> list:
-    errors = []
-    p = Producer({**conf, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
-    for i in range(n):
-        p.produce(topic, value=b"v%d" % i, on_delivery=lambda err, _m: errors.append(err) if err else None)
-    p.flush(timeout + 5)
-    return errors
-
-
 def make_topic(broker, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})  # kept: a dropped handle cancels the request
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
-
-
-def allow_write(broker, topic: str, user: str) -> None:
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    acl = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*",
-                     AclOperation.WRITE, AclPermissionType.ALLOW)
-    for f in admin.create_acls([acl]).values():
-        f.result(20)
+    create_topic(broker.bootstrap, topic)
 
 
 @pytest.mark.parametrize("mechanism, user, password, tls", [
@@ -111,20 +88,20 @@ def test_each_mechanism_logs_in_and_its_user_is_the_principal(broker, ca, topic_
                                                              tls):
     make_topic(broker, topic_name)
     conf = sasl(broker, mechanism, user, password, ca if tls else None)
-    errors = produce(conf, topic_name, n=1, timeout=5)
+    errors = delivery_errors(conf, topic_name, n=1, timeout=5)
     if user == "admin":
         assert errors == []
         return
     assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
-    allow_write(broker, topic_name, user)
-    assert produce(conf, topic_name) == []
+    allow(broker.bootstrap, topic_name, f"User:{user}")
+    assert delivery_errors(conf, topic_name) == []
 
 
 def test_kafka_python_with_scram_over_sasl_ssl(broker, ca, topic_name):
     from kafka import KafkaProducer
 
     make_topic(broker, topic_name)
-    allow_write(broker, topic_name, "dave")
+    allow(broker.bootstrap, topic_name, "User:dave")
     p = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.sasl_ssl_port}", security_protocol="SASL_SSL",
                       ssl_cafile=str(ca.pem), sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="dave",
                       sasl_plain_password="dave-secret", acks="all")
@@ -144,7 +121,7 @@ def test_bad_credentials_are_refused_and_others_stay_served(broker, topic_name, 
         admin.list_topics(timeout=5)
     assert exc.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT,
                                         KafkaError._TIMED_OUT), exc.value
-    assert produce(sasl(broker, "PLAIN", "admin", "admin-secret"), topic_name, n=1) == []
+    assert delivery_errors(sasl(broker, "PLAIN", "admin", "admin-secret"), topic_name, n=1) == []
     assert broker.is_alive()
 
 

@@ -13,17 +13,12 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
     AdminClient,
     NewTopic,
-    ResourcePatternType,
-    ResourceType,
 )
 
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import consume_all
+from tests.support.clients import allow, consume_all, delivery_errors
 from tests.support.tls import TestCA
 from tools.devcluster import free_port
 
@@ -69,20 +64,10 @@ def tls(port: int, ca, cert=None, **extra) -> dict:
     return conf
 
 
-def produce(conf: dict, topic: str, n: int = 5, timeout: float = 20) -> list:
-    """Delivery errors (empty: all acknowledged)."""
-    errors = []
-    p = Producer({**conf, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
-    for i in range(n):
-        p.produce(topic, value=b"v%d" % i, on_delivery=lambda err, _m: errors.append(err) if err else None)
-    p.flush(timeout + 5)
-    return errors
-
-
 def test_clients_produce_and_consume_over_tls(broker, ca, topic_name):
     admin = AdminClient(tls(broker.ssl_port, ca))
     admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
-    assert produce(tls(broker.ssl_port, ca), topic_name) == []
+    assert delivery_errors(tls(broker.ssl_port, ca), topic_name, n=5) == []
     conf = tls(broker.ssl_port, ca)
     got = consume_all(conf.pop("bootstrap.servers"), topic_name, 1, 5, **conf)
     assert [m.value() for m in got] == [b"v%d" % i for i in range(5)]
@@ -106,18 +91,14 @@ def test_clients_produce_and_consume_over_tls(broker, ca, topic_name):
 def test_the_client_certificate_is_the_principal_the_acls_see(broker, ca, topic_name):
     admin = AdminClient(tls(broker.mtls_port, ca, ca.admin))  # User:CN=admin, a super user
     admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
-    assert produce(tls(broker.mtls_port, ca, ca.admin), topic_name) == []
+    assert delivery_errors(tls(broker.mtls_port, ca, ca.admin), topic_name) == []
 
     alice = tls(broker.mtls_port, ca, ca.alice)
-    errors = produce(alice, topic_name, n=1, timeout=5)
+    errors = delivery_errors(alice, topic_name, n=1, timeout=5)
     assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
 
-    principal = "User:CN=alice,OU=eng,O=kbroker"
-    acl = AclBinding(ResourceType.TOPIC, topic_name, ResourcePatternType.LITERAL, principal, "*",
-                     AclOperation.WRITE, AclPermissionType.ALLOW)
-    for f in admin.create_acls([acl]).values():
-        f.result(20)
-    assert produce(alice, topic_name, n=2) == []
+    allow(broker.bootstrap, topic_name, "User:CN=alice,OU=eng,O=kbroker")
+    assert delivery_errors(alice, topic_name, n=2) == []
 
 
 @pytest.mark.parametrize("who", ["no-certificate", "untrusted-certificate", "plaintext"])
@@ -131,8 +112,8 @@ def test_a_refused_client_leaves_the_others_served(broker, ca, topic_name, who):
     # Everyone else is still served, on every listener.
     good = AdminClient(tls(broker.mtls_port, ca, ca.admin))
     good.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
-    assert produce(tls(broker.ssl_port, ca), topic_name, n=1) == []
-    assert produce({"bootstrap.servers": broker.bootstrap}, topic_name, n=1) == []
+    assert delivery_errors(tls(broker.ssl_port, ca), topic_name, n=1) == []
+    assert delivery_errors({"bootstrap.servers": broker.bootstrap}, topic_name, n=1) == []
     assert broker.is_alive()
 
 

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -18,6 +26,26 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict | 
     fs = client.create_topics([NewTopic(name, partitions, replication_factor, config=config or {})],
                               operation_timeout=10)
     fs[name].result(timeout=15)
+
+
+def delivery_errors(config: dict, topic: str, n: int = 3, timeout: float = 15.0) -> list:
+    """Produce ``n`` values with acks=all through a producer of ``config``: the delivery errors
+    (empty: every value acknowledged)."""
+    errors: list = []
+    p = Producer({**config, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i, on_delivery=lambda err, _m: errors.append(err) if err else None)
+    p.flush(timeout + 5)
+    return errors
+
+
+def allow(bootstrap: str, topic: str, principal: str, operation: AclOperation = AclOperation.WRITE) -> None:
+    """An ALLOW ACL for ``principal`` on ``topic`` from any host."""
+    client = admin(bootstrap)
+    acl = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", operation,
+                     AclPermissionType.ALLOW)
+    for f in client.create_acls([acl]).values():
+        f.result(20)
 
 
 def produce_when_room(producer, topic: str, wait: float = 0.05, **kwargs) -> None:

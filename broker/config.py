@@ -20,8 +20,7 @@ SASL: a listener mapped to SASL_PLAINTEXT or SASL_SSL authenticates with the mec
 ``listener.name.<name>.plain.sasl.jaas.config`` (:mod:`security.sasl`).
 
 Differs from Kafka: keys for features not implemented yet (quotas, KRaft controller
-settings) are accepted and ignored, and say so in the start-up log; an inter-broker listener
-mapped to SASL stops start-up (brokers do not authenticate to each other with SASL yet). Without a protocol map, BROKER, CLIENT,
+settings) are accepted and ignored, and say so in the start-up log. Without a protocol map, BROKER, CLIENT,
 INTERNAL and EXTERNAL are PLAINTEXT too (Kafka's default map knows only the protocol names);
 a listener that ``advertised.listeners`` leaves out is advertised as bound.
 """
@@ -403,9 +402,22 @@ class BrokerConfig:
 
     def inter_broker_ssl_context(self):
         """TLS for this broker's connections to its peers: None when the inter-broker
-        listener is PLAINTEXT."""
+        listener does not use TLS."""
         name = self.inter_broker_listener_name
-        return self.client_ssl_context(name) if self.security_protocol(name) == "SSL" else None
+        return self.client_ssl_context(name) if self.security_protocol(name) in ("SSL", "SASL_SSL") else None
+
+    def inter_broker_sasl_client(self):
+        """This broker's SASL login to its peers: None when the inter-broker listener does
+        not use SASL."""
+        from security.sasl import inter_broker_client
+
+        name = self.inter_broker_listener_name
+        if not self.security_protocol(name).startswith("SASL_"):
+            return None
+        try:
+            return inter_broker_client(self.ssl_values, name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def ssl_principal_mapping_rules(self, listener: str) -> str:
         from security import ssl_factory
@@ -550,11 +562,8 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
             except ValueError as exc:
                 raise ConfigError(f"Invalid value for configuration ssl.principal.mapping.rules: {exc}") from None
     inter_broker = config.inter_broker_listener_name
-    if config.security_protocol(inter_broker).startswith("SASL_"):
-        raise ConfigError(f"Invalid value {inter_broker!r} for configuration inter.broker.listener.name: "
-                          "brokers do not authenticate to each other with SASL yet; use a PLAINTEXT or SSL "
-                          "listener between brokers")
-    if config.security_protocol(inter_broker) == "SSL":
+    config.inter_broker_sasl_client()
+    if config.security_protocol(inter_broker) in ("SSL", "SASL_SSL"):
         config.client_ssl_context(inter_broker)
     return config
 

@@ -25,6 +25,7 @@ from kio.serial import entity_reader, entity_writer
 
 from protocol.api import request_class, request_header_version, response_class, response_header_version
 from protocol.codec import build
+from security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslClient
 
 log = structlog.get_logger("broker.network_client")
 
@@ -54,16 +55,47 @@ class _Connection:
         self.in_flight: deque[_InFlight] = deque()
         self.correlation_id = 0
         self.connect_lock = asyncio.Lock()
+        self.authenticated = False  # requests wait for the SASL login (none needed: set at once)
+
+    @property
+    def ready(self) -> bool:
+        return self.writer is not None and self.authenticated
 
     async def ensure_connected(self, address: tuple[str, int], timeout: float,
-                               ssl_context: ssl.SSLContext | None = None) -> None:
+                               ssl_context: ssl.SSLContext | None = None, sasl: SaslClient | None = None) -> None:
         async with self.connect_lock:
-            if self.writer is not None:
+            if self.ready:
                 return
+            if self.writer is not None:  # a login that failed half-way: start over
+                self.close()
             tls = {"ssl": ssl_context, "server_hostname": address[0]} if ssl_context is not None else {}
             reader, writer = await asyncio.wait_for(asyncio.open_connection(*address, **tls), timeout)
             self.reader, self.writer = reader, writer
             self.reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader, writer))
+            if sasl is not None:
+                try:
+                    await asyncio.wait_for(self._login(sasl), timeout)
+                except BaseException:
+                    self.close()
+                    raise
+            self.authenticated = True
+
+    async def _login(self, sasl: SaslClient) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done."""
+        response = await self.send(SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism})
+        if response.error_code:
+            raise ConnectionError(f"SASL handshake with node {self.node_id} ({sasl.mechanism}): "
+                                  f"error {int(response.error_code)}, mechanisms {list(response.mechanisms)}")
+        steps, reply = sasl.exchange(), None
+        while True:
+            try:
+                token = steps.send(reply)
+            except StopIteration:
+                return
+            response = await self.send(SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if response.error_code:
+                raise ConnectionError(f"SASL login to node {self.node_id} failed: {response.error_message}")
+            reply = bytes(response.auth_bytes)
 
     def send(self, api_key: int, version: int, body: Any,
              decoder: Callable[[bytes, int], Any] | None = None) -> asyncio.Future:
@@ -116,6 +148,7 @@ class _Connection:
                 self.close(error)
 
     def close(self, error: BaseException | None = None) -> None:
+        self.authenticated = False
         writer, self.writer, self.reader = self.writer, None, None
         task, self.reader_task = self.reader_task, None
         if writer is not None:
@@ -132,12 +165,20 @@ class NetworkClient:
     """``send_request(node_id, api_key, api_version, request) -> response``."""
 
     def __init__(self, client_id: str, resolve: Callable[[int], tuple[str, int] | None],
-                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None) -> None:
+                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslClient | None = None) -> None:
         self.client_id = client_id
         self.resolve = resolve
         self.timeout = timeout
-        self.ssl_context = ssl_context  # TLS to the peers' inter-broker listener (SSL)
+        self.ssl_context = ssl_context  # TLS to the peers' inter-broker listener (SSL, SASL_SSL)
+        self.sasl = sasl  # this broker's login there (SASL_PLAINTEXT, SASL_SSL)
         self.connections: dict[int, _Connection] = {}
+
+    @classmethod
+    def to_peers(cls, client_id: str, resolve: Callable[[int], tuple[str, int] | None], config,
+                 timeout: float = 30.0) -> NetworkClient:
+        """A client for the peers' inter-broker listener, with its TLS and SASL login."""
+        return cls(client_id, resolve, timeout, config.inter_broker_ssl_context(), config.inter_broker_sasl_client())
 
     async def send_request(self, node_id: int, api_key: int, api_version: int, request: Any,
                            timeout: float | None = None,
@@ -147,15 +188,15 @@ class NetworkClient:
         conn = self.connections.get(node_id)
         if conn is None:
             conn = self.connections[node_id] = _Connection(node_id, self.client_id)
-        if conn.writer is None:
+        if not conn.ready:
             address = self.resolve(node_id)
             if address is None:
                 raise ConnectionError(f"no address known for node {node_id}")
             try:
-                await conn.ensure_connected(address, timeout, self.ssl_context)
+                await conn.ensure_connected(address, timeout, self.ssl_context, self.sasl)
             except (OSError, TimeoutError, ssl.SSLError) as exc:
                 raise ConnectionError(f"cannot connect to node {node_id} at {address}: {exc!r}") from exc
-        if conn.writer is None:
+        if not conn.ready:
             raise ConnectionError(f"connection to node {node_id} closed")
         fut = conn.send(api_key, api_version, request, decoder)
         writer = conn.writer

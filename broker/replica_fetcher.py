@@ -41,9 +41,8 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.config = config
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.client = NetworkClient(f"replica-fetcher-{node_id}-from-{leader_id}", resolve,
-                                    timeout=config["replica.fetch.wait.max.ms"] / 1000 + 10,
-                                    ssl_context=config.inter_broker_ssl_context())
+        self.client = NetworkClient.to_peers(f"replica-fetcher-{node_id}-from-{leader_id}", resolve, config,
+                                             timeout=config["replica.fetch.wait.max.ms"] / 1000 + 10)
         self.changed = asyncio.Event()
         self.on_fetched = on_fetched
         self.task = asyncio.get_running_loop().create_task(self._run())

@@ -35,8 +35,7 @@ RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress,
 class RemoteShareCoordinatorClient:
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
-        self.client = NetworkClient(f"share-persister-{broker.node_id}", broker.endpoint,
-                                    ssl_context=broker.config.inter_broker_ssl_context())
+        self.client = NetworkClient.to_peers(f"share-persister-{broker.node_id}", broker.endpoint, broker.config)
 
     def _coordinator(self, partition: int) -> int:
         state = self.broker.metadata.partition(STATE_TOPIC, partition)

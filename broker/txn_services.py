@@ -20,8 +20,7 @@ if TYPE_CHECKING:
 class BrokerTxnServices(BrokerCoordinatorServices):
     def __init__(self, broker: BrokerServices) -> None:
         super().__init__(broker)
-        self.client = NetworkClient(f"txn-coordinator-{broker.node_id}", self.endpoint,
-                                    ssl_context=broker.config.inter_broker_ssl_context())
+        self.client = NetworkClient.to_peers(f"txn-coordinator-{broker.node_id}", self.endpoint, broker.config)
         self.verifier = AddPartitionsToTxnManager(self.client)
 
     def count(self, event: str, reason: str) -> None:

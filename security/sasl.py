@@ -10,6 +10,10 @@ mechanism is done; any other request closes the connection, as Kafka's
 Failures answer SASL_AUTHENTICATION_FAILED with Kafka's generic messages (nothing says whether
 the user exists); the connection then closes after ``connection.failed.authentication.delay.ms``.
 
+The client side (:class:`SaslClient`) is the broker's own login to its peers' SASL
+inter-broker listener, with ``sasl.mechanism.inter.broker.protocol`` and the ``username`` and
+``password`` of that listener's JAAS line for the mechanism, as a Kafka broker logs in.
+
 Differs from Kafka: no GSSAPI or OAUTHBEARER; tokens travel in SaslAuthenticate only (the v1
 SaslHandshake flow every current client uses), not as v0 raw frames; no re-authentication.
 """
@@ -136,6 +140,24 @@ def check_listener(given: Mapping[str, str], listener: str) -> tuple[str, ...]:
     return mechanisms
 
 
+def inter_broker_client(given: Mapping[str, str], listener: str) -> SaslClient:
+    """The broker's own credentials for ``listener`` (its inter-broker one), or ValueError."""
+    mechanism = given.get("sasl.mechanism.inter.broker.protocol",
+                          SASL_DEFAULTS["sasl.mechanism.inter.broker.protocol"]).strip().upper()
+    if mechanism not in SUPPORTED_MECHANISMS:
+        raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not supported (use one of "
+                         f"{', '.join(SUPPORTED_MECHANISMS)})")
+    if mechanism not in enabled_mechanisms(given, listener):
+        raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
+                         f"listener {listener}")
+    jaas = jaas_config(given, listener, mechanism)
+    options = parse_jaas(jaas)[1] if jaas else {}
+    if not options.get("username") or "password" not in options:
+        raise ValueError(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config needs the "
+                         "broker's own username=\"...\" password=\"...\" to log in to its peers")
+    return SaslClient(mechanism, options["username"], options["password"])
+
+
 # --- mechanisms ----------------------------------------------------------------------------------
 
 class PlainServer:
@@ -215,6 +237,26 @@ def _equal(a: str, b: str) -> bool:
     import hmac
 
     return hmac.compare_digest(a.encode(), b.encode())
+
+
+class SaslClient:
+    """A SASL login as a client: the tokens to send, given the server's answers."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self.mechanism, self.username, self.password = mechanism, username, password
+
+    def exchange(self):
+        """A generator: yields each token to send and receives the server's reply."""
+        if self.mechanism == PLAIN:
+            yield b"\x00" + self.username.encode() + b"\x00" + self.password.encode()
+            return
+        from scramp import ScramClient
+
+        client = ScramClient([self.mechanism], self.username, self.password)
+        server_first = yield client.get_client_first().encode()
+        client.set_server_first(server_first.decode())
+        server_final = yield client.get_client_final().encode()
+        client.set_server_final(server_final.decode())  # the peer proved it holds the credential
 
 
 # --- the authenticator of one connection -----------------------------------------------------------

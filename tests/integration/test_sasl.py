@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -159,3 +160,60 @@ def test_a_deleted_scram_credential_logs_nobody_in(broker, topic_name):
         f.result(20)
     with pytest.raises(KafkaException):
         AdminClient({**erin, "log_level": 0}).list_topics(timeout=5)
+
+
+def _read_committed(bootstrap: str, topic: str, expected: int, timeout: float) -> list:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{topic}", "isolation.level": "read_committed",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
+        got += [m.value() for m in c.consume(10, 0.3) if m.error() is None]
+    c.close()
+    return got
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_the_broker_logs_in_to_a_sasl_inter_broker_listener(tmp_path, ca, topic_name, mechanism):
+    """Transaction markers go to the leader through the inter-broker listener, this broker's
+    own included: with it SASL_SSL, a commit becomes visible only once the broker has logged in
+    as its own user (a super user; ANONYMOUS is one only on the clients' PLAINTEXT listener's
+    side). With SCRAM the broker's credential is created after start-up: its logins fail until
+    then, and the markers go through once it exists."""
+    b = BrokerProcess(str(tmp_path / "data"))
+    b.internal_port = free_port()
+    jaas = {"PLAIN": PLAIN_JAAS.replace("required ", 'required username="admin" password="admin-secret" '),
+            "SCRAM-SHA-512": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                             'username="broker" password="broker-secret";'}[mechanism]
+    b.overrides.update({
+        "listeners": f"CLIENT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{b.internal_port}",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": mechanism,
+        "sasl.mechanism.inter.broker.protocol": mechanism,
+        f"listener.name.internal.{mechanism.lower()}.sasl.jaas.config": jaas,
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(ca.broker.bundle),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.pem),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS;User:admin;User:broker",
+    })
+    b.start()
+    try:
+        create_topic(b.bootstrap, topic_name)
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic_name}"})
+        p.init_transactions(20)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic_name, value=b"t%d" % i)
+        p.commit_transaction(20)  # durable as PrepareCommit; the markers follow
+        if mechanism.startswith("SCRAM"):
+            assert _read_committed(b.bootstrap, topic_name, 3, timeout=3) == []  # no credential yet
+            admin = AdminClient({"bootstrap.servers": b.bootstrap})
+            for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                    "broker", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"broker-secret")]).values():
+                f.result(20)
+        assert sorted(_read_committed(b.bootstrap, topic_name, 3, timeout=30)) == [b"t0", b"t1", b"t2"]
+    finally:
+        b.kill9()

@@ -14,6 +14,7 @@ import time
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
+    AclOperation,
     AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
@@ -21,6 +22,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import allow, create_topic, delivery_errors
 from tests.support.tls import TestCA
@@ -217,3 +219,36 @@ def test_the_broker_logs_in_to_a_sasl_inter_broker_listener(tmp_path, ca, topic_
         assert sorted(_read_committed(b.bootstrap, topic_name, 3, timeout=30)) == [b"t0", b"t1", b"t2"]
     finally:
         b.kill9()
+
+
+async def test_a_normal_user_cannot_write_markers_or_fetch_as_a_replica(broker, topic_name):
+    """The broker-only APIs need ClusterAction: a logged-in user without it is refused as Kafka
+    refuses it (CLUSTER_AUTHORIZATION_FAILED for markers, TOPIC_AUTHORIZATION_FAILED for a
+    fetch claiming a replica id), while a super user's markers are accepted."""
+    from broker.network_client import NetworkClient
+    from security.sasl import SaslClient
+
+    create_topic(broker.bootstrap, topic_name)
+    allow(broker.bootstrap, topic_name, "User:alice", AclOperation.READ)
+    markers = {"markers": [{"producer_id": 4242, "producer_epoch": 0, "transaction_result": False,
+                            "topics": [{"name": topic_name, "partition_indexes": [0]}],
+                            "coordinator_epoch": 0}]}
+    fetch = {"replica_id": 7, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+             "topics": [{"topic": topic_name, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                             "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                             "log_start_offset": -1,
+                                                             "partition_max_bytes": 1 << 20}]}]}
+    address = ("127.0.0.1", broker.sasl_port)
+    alice = NetworkClient("alice", lambda _n: address, 10, sasl=SaslClient("PLAIN", "alice", "alice-secret"))
+    admin = NetworkClient("admin", lambda _n: address, 10, sasl=SaslClient("PLAIN", "admin", "admin-secret"))
+    try:
+        refused = await alice.send_request(1, 27, 1, markers)
+        assert refused.markers[0].topics[0].partitions[0].error_code == ErrorCode.cluster_authorization_failed
+        as_replica = await alice.send_request(1, 1, 12, fetch)
+        assert as_replica.responses[0].partitions[0].error_code == ErrorCode.topic_authorization_failed
+        accepted = await admin.send_request(1, 27, 1, markers)
+        assert accepted.markers[0].topics[0].partitions[0].error_code == ErrorCode.none
+    finally:
+        alice.close()
+        admin.close()

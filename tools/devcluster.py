@@ -5,6 +5,13 @@ under DIR/broker-<id>, each logging to DIR/broker-<id>.log), waits until every b
 and has registered, prints one line ``bootstrap.servers=host:port,host:port,...`` and runs
 until SIGTERM or Ctrl-C, then stops the brokers (controlled shutdown) and etcd.
 
+``--security`` makes it a cluster nobody enters without credentials: a throwaway CA and a broker
+certificate (:mod:`tools.dev_ca`, under DIR/tls), one SASL_SSL listener per broker for clients
+and brokers alike (PLAIN and SCRAM-SHA-512; the brokers log in to each other as ``broker``),
+the StandardAuthorizer with ``broker`` and ``admin`` as super users, and a SCRAM-SHA-512 user
+``alice`` with no ACLs. Passwords are random; the client settings for librdkafka and the Java
+client are printed and written to DIR/client-admin.properties and DIR/client-alice.properties.
+
 :class:`DevCluster` is the same thing as a library: the cluster tests use it to kill, pause,
 restart or wipe single nodes and to stop etcd.
 """
@@ -91,7 +98,7 @@ class Node:
 
     def command(self) -> list[str]:
         props = {**self.cluster.broker_properties(), "node.id": str(self.node_id),
-                 "listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": self.data_dir,
+                 "listeners": f"{self.cluster.listener_name}://{self.host}:{self.port}", "log.dirs": self.data_dir,
                  **self.overrides}
         cmd = [*self.command_prefix, sys.executable, "-m", "broker"]
         for k, v in props.items():
@@ -144,11 +151,13 @@ class DevCluster:
     def __init__(self, data_dir: str, nodes: int = 3, base_port: int = 0, etcd_port: int = 0,
                  overrides: dict[str, str] | None = None, etcd_host: str = "127.0.0.1",
                  node_hosts: dict[int, str] | None = None,
-                 command_prefixes: dict[int, list[str]] | None = None) -> None:
+                 command_prefixes: dict[int, list[str]] | None = None, security: bool = False) -> None:
         """``node_hosts`` / ``command_prefixes``: per node, the address it listens on and a
-        command prefix (the network-namespace tests run each broker in its own namespace)."""
+        command prefix (the network-namespace tests run each broker in its own namespace).
+        ``security``: SASL_SSL everywhere (see the module's docstring)."""
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
+        self.security = SecureSetup(os.path.join(self.data_dir, "tls"), node_hosts) if security else None
         self.etcd_host = etcd_host
         self.etcd_port = etcd_port or free_port()
         self.etcd_peer_port = free_port()
@@ -173,8 +182,14 @@ class DevCluster:
             "metrics.listener": "127.0.0.1:0",
             "group.initial.rebalance.delay.ms": "0",
         }
+        if self.security is not None:
+            props.update(self.security.broker_properties())
         props.update(self.overrides)
         return props
+
+    @property
+    def listener_name(self) -> str:
+        return "SASL_SSL" if self.security is not None else "PLAINTEXT"
 
     @property
     def bootstrap(self) -> str:
@@ -230,6 +245,8 @@ class DevCluster:
     def start(self, timeout: float = 90.0) -> DevCluster:
         self.start_etcd()
         self._start_brokers(timeout)
+        if self.security is not None:
+            self.security.create_scram_user(self.nodes[1].host, self.nodes[1].port)
         return self
 
     def _start_brokers(self, timeout: float) -> None:
@@ -255,6 +272,8 @@ class DevCluster:
             if not node.alive:
                 continue
             try:
+                if self.security is not None:
+                    return self.security.metadata_broker_ids(node.host, node.port)
                 return metadata_broker_ids(node.host, node.port)
             except OSError:
                 continue
@@ -283,6 +302,106 @@ class DevCluster:
             self.etcd.wait()
 
 
+class SecureSetup:
+    """The CA, certificate, users and broker settings of a ``--security`` cluster."""
+
+    SCRAM_USER = "alice"
+
+    def __init__(self, directory: str, node_hosts: dict[int, str] | None = None) -> None:
+        import secrets
+
+        from tools.dev_ca import DevCA
+
+        self.dir = directory
+        hosts = sorted({"127.0.0.1", "localhost", *(node_hosts or {}).values()})
+        self.ca = DevCA(Path(directory))
+        self.broker_cert = self.ca.issue("broker", cn="kbroker", hosts=tuple(hosts))
+        self.passwords = {u: secrets.token_urlsafe(12) for u in ("broker", "admin", self.SCRAM_USER)}
+
+    def broker_properties(self) -> dict[str, str]:
+        pw = self.passwords
+        jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                f'username="broker" password="{pw["broker"]}" user_broker="{pw["broker"]}" '
+                f'user_admin="{pw["admin"]}";')
+        return {
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.broker_cert.bundle),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.pem),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:broker;User:admin",
+        }
+
+    def client_config(self, bootstrap: str, user: str = "admin") -> dict[str, str]:
+        """librdkafka's settings (confluent-kafka, kcat) for ``user``."""
+        mechanism = "SCRAM-SHA-512" if user == self.SCRAM_USER else "PLAIN"
+        return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+                "sasl.username": user, "sasl.password": self.passwords[user], "ssl.ca.location": str(self.ca.pem)}
+
+    def java_properties(self, bootstrap: str, user: str = "admin") -> str:
+        """The Java client's (and Kafka's tools' --command-config) settings for ``user``."""
+        mechanism = "SCRAM-SHA-512" if user == self.SCRAM_USER else "PLAIN"
+        module = ("org.apache.kafka.common.security.scram.ScramLoginModule" if user == self.SCRAM_USER
+                  else "org.apache.kafka.common.security.plain.PlainLoginModule")
+        return (f"bootstrap.servers={bootstrap}\nsecurity.protocol=SASL_SSL\nsasl.mechanism={mechanism}\n"
+                f'sasl.jaas.config={module} required username="{user}" password="{self.passwords[user]}";\n'
+                f"ssl.truststore.type=PEM\nssl.truststore.location={self.ca.pem}\n")
+
+    def _client(self, host: str, port: int, timeout: float):
+        from broker.network_client import NetworkClient
+        from security.sasl import SaslClient
+        from security.ssl_factory import client_context, ssl_settings
+
+        tls = client_context(ssl_settings({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.pem)}))
+        return NetworkClient("devcluster", lambda _n: (host, port), timeout, tls,
+                             SaslClient("PLAIN", "admin", self.passwords["admin"]))
+
+    def call(self, host: str, port: int, api_key: int, version: int, body: dict, timeout: float = 5.0):
+        """One request as ``admin`` over the SASL_SSL listener (the decoded response)."""
+        import asyncio
+
+        async def call():
+            client = self._client(host, port, timeout)
+            try:
+                return await client.send_request(0, api_key, version, body)
+            finally:
+                client.close()
+        try:
+            return asyncio.run(call())
+        except (ConnectionError, TimeoutError) as exc:
+            raise OSError(str(exc)) from exc
+
+    def metadata_broker_ids(self, host: str, port: int) -> list[int]:
+        response = self.call(host, port, 3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                                    "include_topic_authorized_operations": False})
+        return sorted(b.node_id for b in response.brokers)
+
+    def create_scram_user(self, host: str, port: int) -> None:
+        """``alice`` with a SCRAM-SHA-512 credential, created as ``admin`` (AlterUserScramCredentials)."""
+        import hashlib
+        import secrets
+
+        salt, iterations = secrets.token_bytes(16), 8192
+        salted = hashlib.pbkdf2_hmac("sha512", self.passwords[self.SCRAM_USER].encode(), salt, iterations)
+        response = self.call(host, port, 51, 0, {"deletions": [], "upsertions": [{
+            "name": self.SCRAM_USER, "mechanism": 2, "iterations": iterations, "salt": salt,
+            "salted_password": salted}]}, timeout=15)
+        errors = [r for r in response.results if r.error_code]
+        if errors:
+            raise RuntimeError(f"creating the SCRAM user {self.SCRAM_USER} failed: {errors[0].error_message}")
+
+    def write_client_files(self, bootstrap: str) -> dict[str, str]:
+        out = {}
+        for user in ("admin", self.SCRAM_USER):
+            path = os.path.join(os.path.dirname(self.dir), f"client-{user}.properties")
+            with open(path, "w") as f:
+                f.write(self.java_properties(bootstrap, user))
+            os.chmod(path, 0o600)
+            out[user] = path
+        return out
+
+
 def metadata_broker_ids(host: str, port: int, timeout: float = 2.0) -> list[int]:
     """The brokers a Metadata request (no topics) lists, through the project's own client."""
     from tools.kafka_client import KafkaClient, KafkaClientError
@@ -304,11 +423,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--etcd-port", type=int, default=0, help="etcd client port (default: a free port)")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a broker property for every node (repeatable)")
+    p.add_argument("--security", action="store_true",
+                   help="SASL_SSL for clients and between brokers, ACLs on, throwaway CA and users")
     args = p.parse_args(argv)
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
     overrides = dict(o.split("=", 1) for o in args.override)
-    cluster = DevCluster(args.data_dir, args.nodes, args.base_port, args.etcd_port, overrides)
+    cluster = DevCluster(args.data_dir, args.nodes, args.base_port, args.etcd_port, overrides,
+                         security=args.security)
     stopping = False
 
     def on_signal(signum, _frame):
@@ -326,6 +448,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
     print(json.dumps({"etcd": f"127.0.0.1:{cluster.etcd_port}", "logs": cluster.data_dir,
                       "nodes": {n.node_id: n.address for n in cluster.nodes.values()}}), flush=True)
+    if cluster.security is not None:
+        files = cluster.security.write_client_files(cluster.bootstrap)
+        for user in ("admin", SecureSetup.SCRAM_USER):
+            print(f"# {user}, librdkafka (confluent-kafka, kcat):", flush=True)
+            for k, v in cluster.security.client_config(cluster.bootstrap, user).items():
+                print(f"{k}={v}", flush=True)
+            print(f"# {user}, Java client and Kafka's tools (--command-config {files[user]}):", flush=True)
+            print(cluster.security.java_properties(cluster.bootstrap, user), flush=True)
     try:
         while not stopping:
             for node in cluster.nodes.values():

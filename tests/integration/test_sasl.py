@@ -25,7 +25,7 @@ from confluent_kafka.admin import (
 from protocol.errors import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import allow, create_topic, delivery_errors
-from tests.support.tls import TestCA
+from tools.dev_ca import DevCA
 from tools.devcluster import free_port
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -34,7 +34,7 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory):
-    ca = TestCA(tmp_path_factory.mktemp("sasl-ca"))
+    ca = DevCA(tmp_path_factory.mktemp("sasl-ca"))
     ca.broker = ca.issue("broker", cn="broker1", hosts=("127.0.0.1",))
     return ca
 

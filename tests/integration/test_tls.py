@@ -19,17 +19,17 @@ from confluent_kafka.admin import (
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import allow, consume_all, delivery_errors
-from tests.support.tls import TestCA
+from tools.dev_ca import DevCA
 from tools.devcluster import free_port
 
 
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory):
-    ca = TestCA(tmp_path_factory.mktemp("tls-ca"))
+    ca = DevCA(tmp_path_factory.mktemp("tls-ca"))
     ca.broker = ca.issue("broker", cn="broker1", hosts=("127.0.0.1", "localhost"))
     ca.admin = ca.issue("admin", cn="admin")
     ca.alice = ca.issue("alice", cn="alice", ou="eng", o="kbroker")
-    ca.stranger_ca = TestCA(ca.dir / "other", name="another CA")
+    ca.stranger_ca = DevCA(ca.dir / "other", name="another CA")
     ca.stranger = ca.stranger_ca.issue("stranger", cn="admin")  # same name, untrusted issuer
     return ca
 

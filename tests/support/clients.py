@@ -39,9 +39,10 @@ def delivery_errors(config: dict, topic: str, n: int = 3, timeout: float = 15.0)
     return errors
 
 
-def allow(bootstrap: str, topic: str, principal: str, operation: AclOperation = AclOperation.WRITE) -> None:
-    """An ALLOW ACL for ``principal`` on ``topic`` from any host."""
-    client = admin(bootstrap)
+def allow(bootstrap: str | dict, topic: str, principal: str, operation: AclOperation = AclOperation.WRITE) -> None:
+    """An ALLOW ACL for ``principal`` on ``topic`` from any host (``bootstrap``: a bootstrap
+    string, or a whole client config for a listener that needs credentials)."""
+    client = admin(bootstrap) if isinstance(bootstrap, str) else AdminClient(bootstrap)
     acl = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", operation,
                      AclPermissionType.ALLOW)
     for f in client.create_acls([acl]).values():

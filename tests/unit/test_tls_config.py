@@ -20,12 +20,12 @@ from security.ssl_factory import (
     server_context,
     ssl_settings,
 )
-from tests.support.tls import TestCA
+from tools.dev_ca import DevCA
 
 
 @pytest.fixture(scope="module")
 def ca(tmp_path_factory):
-    ca = TestCA(tmp_path_factory.mktemp("tls"))
+    ca = DevCA(tmp_path_factory.mktemp("tls"))
     ca.server = ca.issue("broker", cn="broker1", hosts=("127.0.0.1", "localhost"))
     ca.locked = ca.issue("locked", cn="broker2", hosts=("127.0.0.1",), key_password="key-secret")
     ca.client = ca.issue("client", cn="alice", ou="eng", o="kbroker")
@@ -142,7 +142,7 @@ async def test_endpoint_identification_checks_the_broker_name(ca):
     security = ListenerSecurity("SSL", server_context(ssl_settings(pem_server(ca))))
     trust = {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.pem)}
     assert client_context(ssl_settings(trust)).check_hostname
-    other = TestCA(ca.dir / "other")
+    other = DevCA(ca.dir / "other")
     untrusted = client_context(ssl_settings({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(other.pem)}))
     with pytest.raises(ssl.SSLError):
         await _handshake(security.ssl_context, untrusted, security)

@@ -1,5 +1,10 @@
-"""A throwaway certificate authority for TLS tests: a CA, server and client certificates as
-PEM files (and PKCS12 stores), made with ``cryptography``."""
+"""A throwaway certificate authority for development clusters and tests.
+
+Owns making a CA, server certificates (with the names and addresses a client checks) and client
+certificates as PEM files, and PKCS12 stores, with ``cryptography``. ``python -m tools.devcluster
+--security`` and the TLS and SASL tests use it; nothing it makes is meant to outlive them (the
+certificates expire after a day or two).
+"""
 
 from __future__ import annotations
 
@@ -29,9 +34,7 @@ def _name(**attrs: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(oids[k], v) for k, v in attrs.items()])
 
 
-class TestCA:
-    __test__ = False  # not a test class
-
+class DevCA:
     def __init__(self, directory: Path, name: str = "kbroker test CA") -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)

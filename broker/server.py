@@ -57,7 +57,6 @@ class KafkaConnection(asyncio.Protocol):
         self.broker = broker
         self.listener = listener  # the listener name: answers advertise that listener's endpoints
         self.security = security
-        self.security_protocol = security.protocol
         self.principal = ANONYMOUS  # authenticated in connection_made (TLS) or by SASL
         self.session_expiry_ms: int | None = None
         self.sasl = security.sasl_authenticator()  # None unless SASL_PLAINTEXT / SASL_SSL
@@ -71,6 +70,10 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = None
         self.client_host = ""
         self.max_request = broker.config["socket.request.max.bytes"]
+
+    @property
+    def security_protocol(self) -> str:
+        return self.security.protocol
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 

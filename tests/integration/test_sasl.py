@@ -16,6 +16,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclOperation,
     AdminClient,
+    NewTopic,
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -252,3 +253,40 @@ async def test_a_normal_user_cannot_write_markers_or_fetch_as_a_replica(broker, 
     finally:
         alice.close()
         admin.close()
+
+
+def test_the_first_scram_administrator_is_added_before_the_first_start(tmp_path, topic_name):
+    """``python -m tools.storage add-scram`` (Kafka's ``kafka-storage format --add-scram``): a
+    stopped broker's first SCRAM user, who logs in at the first start and is a super user."""
+    import subprocess
+    import sys
+
+    from tools.devcluster import REPO
+
+    data = str(tmp_path / "data")
+    b = BrokerProcess(data)
+    b.sasl_port = free_port()
+    b.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{b.sasl_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:root",
+    })
+    bad = subprocess.run([sys.executable, "-m", "tools.storage", "add-scram", "--override", f"log.dirs={data}",
+                          "--add-scram", "SCRAM-SHA-512=[name=root]"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2 and "name and password are required" in bad.stderr
+    added = subprocess.run([sys.executable, "-m", "tools.storage", "add-scram", "--override", f"log.dirs={data}",
+                            "--add-scram", "SCRAM-SHA-512=[name=root,password=root-secret,iterations=8192]"],
+                           cwd=REPO, capture_output=True, text=True)
+    assert added.returncode == 0, added.stderr
+    assert "SCRAM-SHA-512 credential for root (8192 iterations)" in added.stdout
+    b.start()
+    try:
+        root = {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "root", "sasl.password": "root-secret"}
+        admin = AdminClient(root)
+        admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
+        assert delivery_errors(root, topic_name) == []
+    finally:
+        b.kill9()

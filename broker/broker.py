@@ -28,6 +28,7 @@ from security.authenticator import ListenerSecurity
 from security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_super_users
 from security.principal import SslPrincipalMapper
 from security.sasl import PLAIN, SaslServerConfig, enabled_mechanisms, jaas_config, plain_users
+from security.ssl_factory import SslConfigError
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
 
@@ -41,6 +42,7 @@ from .server import KafkaConnection
 log = structlog.get_logger("broker")
 
 METADATA_FILE = "__cluster_metadata.json"
+SSL_RELOAD_CHECK_MS = 2000  # how often a TLS listener's store files are looked at
 
 
 class Broker:
@@ -148,6 +150,10 @@ class Broker:
                                                           self.config["log.flush.offset.checkpoint.interval.ms"])))
         self.tasks.append(loop.create_task(self._periodic(self._flush_pass, 1000)))
         self.tasks.append(loop.create_task(self._periodic(self._gauge_pass, 5000)))
+        self.store_watchers = {name: self.config.ssl_store_watcher(name) for name in self.servers
+                               if self.config.security_protocol(name) in ("SSL", "SASL_SSL")}
+        if self.store_watchers:
+            self.tasks.append(loop.create_task(self._periodic(self._ssl_reload_pass, SSL_RELOAD_CHECK_MS)))
         if self.clustered:
             self.tasks.append(loop.create_task(self._periodic(self._isr_pass,
                                                               self.config["replica.lag.time.max.ms"] // 2)))
@@ -354,6 +360,15 @@ class Broker:
                 await fn()
             except Exception:
                 log.exception("background_task_failed", task=fn.__name__)
+
+    async def _ssl_reload_pass(self) -> None:
+        """A rotated certificate on disk is served to new connections without a restart."""
+        for listener, watcher in self.store_watchers.items():
+            try:
+                if watcher.check():
+                    log.info("ssl_stores_reloaded", listener=listener, files=watcher.paths)
+            except SslConfigError as exc:
+                log.warning("ssl_store_reload_failed", listener=listener, error=str(exc))
 
     async def _retention_pass(self) -> None:
         deleted = self.log_manager.apply_retention()

@@ -419,6 +419,13 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
+    def ssl_store_watcher(self, listener: str):
+        """Reloads ``listener``'s TLS context when its store files change."""
+        from security import ssl_factory
+
+        return ssl_factory.StoreWatcher(self.server_ssl_context(listener),
+                                        ssl_factory.ssl_settings(self.ssl_values, listener))
+
     def ssl_principal_mapping_rules(self, listener: str) -> str:
         from security import ssl_factory
 

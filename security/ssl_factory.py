@@ -7,6 +7,10 @@ which wins, as Kafka's ``ListenerName.configPrefix`` does) into an :class:`ssl.S
 or PKCS12; ``ssl.client.auth``; ``ssl.enabled.protocols``; ``ssl.cipher.suites``; and, for
 the broker's outgoing connections, ``ssl.endpoint.identification.algorithm``.
 
+A listener's key store and trust store files are watched (:class:`StoreWatcher`): when one
+changes on disk, the listener's context loads it again, so new connections get the rotated
+certificate without a restart (connections already open keep theirs, as in Kafka).
+
 Differs from Kafka: a JKS store (Kafka's default type) stops start-up with how to convert it,
 because Python's ``ssl`` reads PEM and, through ``cryptography``, PKCS12; cipher suites apply
 to TLS 1.2 (OpenSSL chooses TLS 1.3's) and may be given in Kafka's (IANA) or OpenSSL's names.
@@ -113,6 +117,38 @@ def client_context(s: SslSettings) -> ssl.SSLContext:
         raise SslConfigError(f"Invalid value {algorithm!r} for configuration "
                              "ssl.endpoint.identification.algorithm: expected https or empty")
     return ctx
+
+
+class StoreWatcher:
+    """Reloads a context's stores when their files change (by modification time and size)."""
+
+    def __init__(self, ctx: ssl.SSLContext, settings: SslSettings) -> None:
+        self.ctx, self.settings = ctx, settings
+        self.paths = [p for p in (settings["ssl.keystore.location"].strip(),
+                                  settings["ssl.truststore.location"].strip()) if p]
+        self.seen = self._stamps()
+
+    def _stamps(self) -> dict[str, tuple[int, int] | None]:
+        out = {}
+        for path in self.paths:
+            try:
+                st = os.stat(path)
+                out[path] = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                out[path] = None
+        return out
+
+    def check(self) -> bool:
+        """True when the stores changed and were loaded again; SslConfigError when a changed
+        store cannot be used (the context keeps what it had)."""
+        stamps = self._stamps()
+        if stamps == self.seen:
+            return False
+        self.seen = stamps
+        server_context(self.settings)  # the new stores must work before the live context takes them
+        _load_key_store(self.ctx, self.settings)
+        _load_trust_store(self.ctx, self.settings)
+        return True
 
 
 def _protocols(ctx: ssl.SSLContext, s: SslSettings) -> None:

@@ -155,3 +155,42 @@ def test_an_ssl_inter_broker_listener_carries_the_brokers_own_requests(tmp_path,
         assert sorted(got) == [b"t0", b"t1", b"t2", b"t3"]
     finally:
         b.kill9()
+
+
+def test_a_certificate_rotated_on_disk_is_served_without_a_restart(tmp_path, ca):
+    import shutil
+    import ssl
+    import time
+
+    from cryptography import x509
+
+    def served_subject(port: int) -> str:
+        pem = ssl.get_server_certificate(("127.0.0.1", port), timeout=5)
+        return x509.load_pem_x509_certificate(pem.encode()).subject.rfc4514_string()
+
+    old = ca.issue("rotating-old", cn="before-rotation", hosts=("127.0.0.1",))
+    new = ca.issue("rotating-new", cn="after-rotation", hosts=("127.0.0.1",))
+    store = tmp_path / "broker.pem"
+    shutil.copy(old.bundle, store)
+    b = BrokerProcess(str(tmp_path / "data"))
+    b.ssl_port = free_port()
+    b.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SSL://127.0.0.1:{b.ssl_port}",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(store),
+    })
+    b.start()
+    try:
+        assert served_subject(b.ssl_port) == "CN=before-rotation"
+        kept = AdminClient(tls(b.ssl_port, ca))
+        kept.list_topics(timeout=10)
+        tmp = tmp_path / "broker.pem.new"
+        shutil.copy(new.bundle, tmp)
+        tmp.replace(store)  # an atomic rotation, as a certificate manager writes it
+        deadline = time.monotonic() + 20
+        while served_subject(b.ssl_port) != "CN=after-rotation":
+            assert time.monotonic() < deadline, "the rotated certificate was never served"
+            time.sleep(0.5)
+        kept.list_topics(timeout=10)  # an open connection keeps working
+        assert "ssl_stores_reloaded" in b.output()
+    finally:
+        b.kill9()

@@ -171,7 +171,7 @@ class PlainServer:
     def evaluate(self, token: bytes) -> bytes:
         parts = token.split(b"\x00")
         if len(parts) != 3:
-            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens, got " f"{len(parts)}")
+            raise AuthenticationFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
         authzid, username, password = (p.decode("utf-8", "replace") for p in parts)
         if not username:
             raise AuthenticationFailed("Authentication failed: username not specified")
@@ -226,9 +226,7 @@ class ScramServer:
                 self.server.set_client_final(token.decode("utf-8"))
                 self.complete = True
                 return self.server.get_server_final().encode()
-        except (ScramException, UnicodeDecodeError, ValueError) as exc:
-            if isinstance(exc, AuthenticationFailed):
-                raise
+        except (ScramException, UnicodeDecodeError, ValueError):  # a bad proof or a malformed message
             raise AuthenticationFailed(self._failure()) from None
         raise AuthenticationFailed("Unexpected SASL token after the SCRAM exchange")
 

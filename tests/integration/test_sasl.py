@@ -290,3 +290,28 @@ def test_the_first_scram_administrator_is_added_before_the_first_start(tmp_path,
         assert delivery_errors(root, topic_name) == []
     finally:
         b.kill9()
+
+
+def test_a_garbage_sasl_token_fails_only_its_connection(broker, topic_name):
+    from broker.network_client import NetworkClient
+    from security.sasl import SaslClient
+
+    class Garbage(SaslClient):
+        def exchange(self):
+            yield b"\xff\x00not a scram message\x00\x01"
+
+    async def attempt():
+        client = NetworkClient("garbage", lambda _n: ("127.0.0.1", broker.sasl_port), 5,
+                               sasl=Garbage("SCRAM-SHA-256", "carol", "x"))
+        try:
+            await client.send_request(1, 3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False})
+        finally:
+            client.close()
+
+    import asyncio
+
+    with pytest.raises(ConnectionError, match="SASL login to node 1 failed: Authentication failed"):
+        asyncio.run(attempt())
+    make_topic(broker, topic_name)
+    assert delivery_errors(sasl(broker, "PLAIN", "admin", "admin-secret"), topic_name, n=1) == []

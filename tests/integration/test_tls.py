@@ -194,3 +194,24 @@ def test_a_certificate_rotated_on_disk_is_served_without_a_restart(tmp_path, ca)
         assert "ssl_stores_reloaded" in b.output()
     finally:
         b.kill9()
+
+
+@pytest.mark.parametrize("what", ["tls-to-plaintext-port", "truncated-handshake"])
+def test_a_broken_handshake_closes_only_its_connection(broker, ca, topic_name, what):
+    import socket
+    import ssl
+
+    if what == "tls-to-plaintext-port":
+        ctx = ssl.create_default_context(cafile=str(ca.pem))
+        with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as raw:
+            with pytest.raises((ssl.SSLError, OSError)):
+                with ctx.wrap_socket(raw, server_hostname="127.0.0.1"):
+                    pass
+    else:
+        hello = bytes.fromhex("16030100a5010000a10303") + b"\x00" * 20  # a ClientHello cut short
+        with socket.create_connection(("127.0.0.1", broker.ssl_port), timeout=5) as raw:
+            raw.sendall(hello)
+    admin = AdminClient(tls(broker.mtls_port, ca, ca.admin))
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
+    assert delivery_errors(tls(broker.ssl_port, ca), topic_name, n=1) == []
+    assert delivery_errors({"bootstrap.servers": broker.bootstrap}, topic_name, n=1) == []

@@ -121,7 +121,9 @@ def render_cell(runs: list[dict] | None) -> str:
         head = "**valid**"
     if len(runs) > 1:
         head += f" ({len(done) - len(bad_runs)}/{len(runs)} runs valid)"
-    return f"{head}: {_records(shown)}"
+    # A run kept from before the workloads last changed (marked in results.json) says so.
+    earlier = " (earlier workloads)" if shown.get("earlier_definition") else ""
+    return f"{head}: {_records(shown)}{earlier}"
 
 
 def _records(run: dict) -> str:

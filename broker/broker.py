@@ -193,7 +193,7 @@ class Broker:
             self._sasl_config(listener) if protocol.startswith("SASL_") else None)
 
     def _sasl_config(self, listener: str) -> SaslServerConfig:
-        given = self.config.ssl_values
+        given = self.config.security_values
         return SaslServerConfig(
             mechanisms=enabled_mechanisms(given, listener),
             plain_users=plain_users(jaas_config(given, listener, PLAIN)),

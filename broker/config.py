@@ -288,13 +288,13 @@ class BrokerConfig:
     """Typed view of the effective configuration."""
 
     def __init__(self, values: dict[str, Any], unknown: list[str], ignored: list[str],
-                 explicit: frozenset[str] = frozenset(), ssl_values: dict[str, str] | None = None) -> None:
+                 explicit: frozenset[str] = frozenset(), security_values: dict[str, str] | None = None) -> None:
         self.values = values
         self.unknown = unknown
         self.ignored = ignored
         # ssl.*, sasl.* and their listener.name.<name>. forms as given (read per listener by
         # security.ssl_factory and security.sasl).
-        self.ssl_values = dict(ssl_values or {})
+        self.security_values = dict(security_values or {})
         self._ssl_contexts: dict[tuple[str, str], Any] = {}
         # Keys set in server.properties / --override (or by the single-node defaults, Kafka's
         # shipped server.properties): DescribeConfigs shows them as STATIC_BROKER_CONFIG.
@@ -392,7 +392,7 @@ class BrokerConfig:
 
         cached = self._ssl_contexts.get((side, listener))
         if cached is None:
-            settings = ssl_factory.ssl_settings(self.ssl_values, listener)
+            settings = ssl_factory.ssl_settings(self.security_values, listener)
             build = ssl_factory.server_context if side == "server" else ssl_factory.client_context
             try:
                 cached = self._ssl_contexts[(side, listener)] = build(settings)
@@ -415,7 +415,7 @@ class BrokerConfig:
         if not self.security_protocol(name).startswith("SASL_"):
             return None
         try:
-            return inter_broker_client(self.ssl_values, name)
+            return inter_broker_client(self.security_values, name)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -424,12 +424,12 @@ class BrokerConfig:
         from security import ssl_factory
 
         return ssl_factory.StoreWatcher(self.server_ssl_context(listener),
-                                        ssl_factory.ssl_settings(self.ssl_values, listener))
+                                        ssl_factory.ssl_settings(self.security_values, listener))
 
     def ssl_principal_mapping_rules(self, listener: str) -> str:
         from security import ssl_factory
 
-        return ssl_factory.ssl_settings(self.ssl_values, listener)["ssl.principal.mapping.rules"]
+        return ssl_factory.ssl_settings(self.security_values, listener)["ssl.principal.mapping.rules"]
 
     def security_protocol_map(self) -> dict[str, str]:
         raw = self.values.get("listener.security.protocol.map")
@@ -530,11 +530,11 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
     merged = dict(SINGLE_NODE_DEFAULTS) if single_node_defaults and not clustered else {}
     merged.update(properties)
     values: dict[str, Any] = {k.name: k.default for k in KEYS.values()}
-    unknown, ignored, ssl_values = [], [], {}
+    unknown, ignored, security_values = [], [], {}
     for name, raw in merged.items():
         key = KEYS.get(name)
         if key is None and (is_ssl_key(name) or is_sasl_key(name)):
-            ssl_values[name] = raw
+            security_values[name] = raw
             continue
         if key is None:
             close = difflib.get_close_matches(name, KEYS.keys(), n=1)
@@ -554,12 +554,12 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
         values[name] = value
         if key.ignored and name in properties:
             ignored.append(name)
-    config = BrokerConfig(values, unknown, ignored, frozenset(k for k in merged if k in KEYS), ssl_values)
+    config = BrokerConfig(values, unknown, ignored, frozenset(k for k in merged if k in KEYS), security_values)
     config.advertised()  # every listener setting is checked now: a bad one stops start-up
     for spec in config.listeners():
         if config.security_protocol(spec.name).startswith("SASL_"):
             try:
-                check_listener(config.ssl_values, spec.name)
+                check_listener(config.security_values, spec.name)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
         if config.security_protocol(spec.name) in ("SSL", "SASL_SSL"):

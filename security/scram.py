@@ -59,6 +59,11 @@ class Outcome:
     error_message: str | None = None
 
 
+def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's Hi(password, salt, i): what a client sends AlterUserScramCredentials."""
+    return hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode(), salt, iterations)
+
+
 def derive(mechanism: ScramMechanism, salt: bytes, salted_password: bytes, iterations: int) -> dict:
     """The stored form of a credential (no password, no salted password)."""
     def mac(key: bytes, msg: bytes) -> bytes:

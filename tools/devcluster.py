@@ -379,13 +379,14 @@ class SecureSetup:
 
     def create_scram_user(self, host: str, port: int) -> None:
         """``alice`` with a SCRAM-SHA-512 credential, created as ``admin`` (AlterUserScramCredentials)."""
-        import hashlib
         import secrets
 
+        from security.scram import ScramMechanism, salted_password
+
         salt, iterations = secrets.token_bytes(16), 8192
-        salted = hashlib.pbkdf2_hmac("sha512", self.passwords[self.SCRAM_USER].encode(), salt, iterations)
+        salted = salted_password(ScramMechanism.SCRAM_SHA_512, self.passwords[self.SCRAM_USER], salt, iterations)
         response = self.call(host, port, 51, 0, {"deletions": [], "upsertions": [{
-            "name": self.SCRAM_USER, "mechanism": 2, "iterations": iterations, "salt": salt,
+            "name": self.SCRAM_USER, "mechanism": int(ScramMechanism.SCRAM_SHA_512), "iterations": iterations, "salt": salt,
             "salted_password": salted}]}, timeout=15)
         errors = [r for r in response.results if r.error_code]
         if errors:

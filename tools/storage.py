@@ -17,7 +17,6 @@ as ``python -m tools.devcluster --security`` does) with AlterUserScramCredential
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import secrets
@@ -42,7 +41,7 @@ def parse_scram_argument(text: str) -> SimpleNamespace:
     mechanism = scram.ScramMechanism[m.group(1).replace("-", "_")]
     iterations = int(fields.get("iterations", 4096))
     salt = secrets.token_bytes(32)
-    salted = hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode(), salt, iterations)
+    salted = scram.salted_password(mechanism, password, salt, iterations)
     return SimpleNamespace(name=name, mechanism=int(mechanism), iterations=iterations, salt=salt,
                            salted_password=salted)
 

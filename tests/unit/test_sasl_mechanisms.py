@@ -86,11 +86,8 @@ def test_plain_refusals(token, message):
 
 
 def scram_credential(mechanism: scram.ScramMechanism, password: str, iterations: int = 4096) -> dict:
-    import hashlib
-
     salt = os.urandom(16)
-    salted = hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode(), salt, iterations)
-    return scram.derive(mechanism, salt, salted, iterations)
+    return scram.derive(mechanism, salt, scram.salted_password(mechanism, password, salt, iterations), iterations)
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])

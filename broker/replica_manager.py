@@ -337,8 +337,10 @@ class ReplicaManager:
 
     def check_verification(self, topic: str, partition: int, records: bytes, guard: object) -> None:
         """INVALID_TXN_STATE if the batch would start a transaction whose verification guard
-        a marker cleared while the verification waited (KIP-890 part 1)."""
-        self.get(topic, partition).log.producer_state.check_verification(rb.parse_header(records), guard)
+        a marker cleared while the verification waited (KIP-890 part 1). Leadership is checked
+        first, as Kafka's append does: a leader that lost the partition meanwhile answers
+        NOT_LEADER_OR_FOLLOWER (retriable) rather than fail the transaction."""
+        self.leader_partition(topic, partition).log.producer_state.check_verification(rb.parse_header(records), guard)
 
     def start_verification(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> object | None:
         """A verification guard for ``producer_id``'s transaction on a partition led here."""

@@ -2,7 +2,8 @@
 
 For each producer id the partition keeps its epoch and the metadata of its last five batches
 (first/last sequence, last offset, timestamp). A retried batch that matches one of them is
-answered as success with the original offset; a batch that does not follow the last sequence
+answered as success with the original offset (unless it repeats a batch of a transaction
+that has ended: see :func:`_in_current_txn`); a batch that does not follow the last sequence
 gets OUT_OF_ORDER_SEQUENCE_NUMBER; a batch from an older epoch gets INVALID_PRODUCER_EPOCH.
 
 State is snapshotted to ``<offset>.snapshot`` at segment roll and clean shutdown and rebuilt
@@ -88,6 +89,17 @@ class AppendOrigin:
     REPLICATION = "replication"
 
 
+def _in_current_txn(entry: ProducerEntry, batch: BatchMetadata) -> bool:
+    """Whether ``batch`` belongs to the producer's open transaction on this partition.
+
+    Where we knowingly differ from Kafka: its duplicate check also answers a batch of an ended
+    transaction (same epoch) with that batch's offsets. Under transaction version 1 the epoch
+    stays across transactions, and librdkafka rewinds its sequences over messages an abort
+    purged, including ones whose produce had been appended after all: its next transaction's
+    batch then repeats their sequences and would be acknowledged at aborted offsets."""
+    return 0 <= entry.current_txn_first_offset <= batch.first_offset
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
 
@@ -144,6 +156,11 @@ class ProducerStateManager:
             return None
         duplicate = entry.find_duplicate(first_seq, last_seq)
         if duplicate is not None:
+            if header.is_transactional and not _in_current_txn(entry, duplicate):
+                raise KafkaError(ErrorCode.out_of_order_sequence_number,
+                                 f"sequences {first_seq}-{last_seq} repeat a batch of a transaction that "
+                                 f"has ended (at offset {duplicate.first_offset}); expected sequence "
+                                 f"{entry.last_seq + 1}")
             return duplicate
         if entry.batches and not _in_sequence(entry.last_seq, first_seq):
             raise KafkaError(ErrorCode.out_of_order_sequence_number,

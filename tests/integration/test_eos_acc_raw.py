@@ -9,6 +9,11 @@
   INVALID_PRODUCER_EPOCH on old ones: InitProducerId < 4, AddPartitionsToTxn < 2,
   AddOffsetsToTxn < 2, EndTxn < 2 (errata 42).
 - InitProducerId validates transaction.timeout.ms against transaction.max.timeout.ms.
+- A transactional batch that repeats the sequences of a batch from a transaction that has
+  already ended (same producer epoch) is OUT_OF_ORDER_SEQUENCE_NUMBER, not a duplicate: a
+  client that rewinds its sequences after an abort (librdkafka, for messages it purged) must
+  not have its new records acknowledged at the offsets of aborted ones. Apache Kafka answers
+  such a batch as a duplicate (the test pins both).
 
 Target: ``KBROKER_EOS_TARGET=kafka`` for a real Apache Kafka, else our broker.
 """
@@ -20,6 +25,7 @@ import pytest
 from protocol.errors import ErrorCode
 from tests.support import eos_accept
 from tests.support.eos_accept import (
+    IS_KAFKA,
     READ_COMMITTED,
     READ_UNCOMMITTED,
     add_partitions,
@@ -88,6 +94,45 @@ def test_retry_inside_window_gets_original_offset_outside_or_gap_out_of_order(eo
     expected = [b"b%d-%d" % (i, j) for i in range(7) for j in range(2)]
     assert values_of(drain(bs, topic_name, isolation="read_committed")) == expected
     assert values_of(drain(bs, topic_name, isolation="read_uncommitted")) == expected
+
+
+def test_batch_repeating_an_ended_transactions_sequences_is_not_a_duplicate(eos_broker, topic_name):
+    """Transaction 1 appends sequences 0-2 and is aborted; transaction 2 of the same epoch sends
+    three other records as sequences 0-2 (what librdkafka does when the abort purged messages
+    whose produce it believed had failed). Taking them for a retry would acknowledge them at the
+    aborted records' offsets and commit nothing: a lost write."""
+    bs = eos_broker.bootstrap
+    create_topic(bs, topic_name, 1)
+    txid = f"{topic_name}-tx"
+    with raw(bs) as c:
+        r = init_producer_id(c, txid)
+        pid, e = r.producer_id, r.producer_epoch
+        assert add_partitions(c, txid, pid, e, {topic_name: [0]}) == {(topic_name, 0): ErrorCode.none}
+        aborted = batch([b"a0", b"a1", b"a2"], pid, e, 0, transactional=True)
+        assert produce(c, topic_name, aborted, txid).error_code == ErrorCode.none
+        assert end_txn(c, txid, pid, e, commit=False) == ErrorCode.none
+        assert add_partitions(c, txid, pid, e, {topic_name: [0]},
+                              retry=[ErrorCode.concurrent_transactions]) == {(topic_name, 0): ErrorCode.none}
+        resp = produce(c, topic_name, batch([b"b0", b"b1", b"b2"], pid, e, 0, transactional=True), txid)
+        if IS_KAFKA:  # Kafka's duplicate check: the aborted batch's offset, nothing appended
+            assert (resp.error_code, resp.base_offset) == (ErrorCode.none, 0), resp
+            assert end_txn(c, txid, pid, e, commit=True) == ErrorCode.none
+            wait_stable(bs, topic_name)
+            assert values_of(drain(bs, topic_name, isolation="read_committed")) == []
+            return
+        assert resp.error_code == OOS, resp
+        assert list_offset(c, topic_name, 0, READ_UNCOMMITTED) == 4, "nothing appended after the marker"
+        # the client aborts and bumps its epoch (KIP-360), then its records go in at sequence 0
+        assert end_txn(c, txid, pid, e, commit=False) == ErrorCode.none
+        r = init_producer_id(c, txid, producer_id=pid, producer_epoch=e, retry=[ErrorCode.concurrent_transactions])
+        assert (r.error_code, r.producer_id, r.producer_epoch) == (ErrorCode.none, pid, e + 1), r
+        assert add_partitions(c, txid, pid, e + 1, {topic_name: [0]},
+                              retry=[ErrorCode.concurrent_transactions]) == {(topic_name, 0): ErrorCode.none}
+        resp = produce(c, topic_name, batch([b"b0", b"b1", b"b2"], pid, e + 1, 0, transactional=True), txid)
+        assert resp.error_code == ErrorCode.none, resp
+        assert end_txn(c, txid, pid, e + 1, commit=True) == ErrorCode.none
+    wait_stable(bs, topic_name)
+    assert values_of(drain(bs, topic_name, isolation="read_committed")) == [b"b0", b"b1", b"b2"]
 
 
 def test_stale_epoch_produce_is_invalid_producer_epoch_idempotent(eos_broker, topic_name):

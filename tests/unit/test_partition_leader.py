@@ -42,3 +42,23 @@ def test_a_follower_keeps_its_fetch_state_across_an_isr_change(leader):
     leader.update_follower_fetch_state(3, leader.log.log_end_offset, 1000)
     leader.make_leader(leader_epoch=1, partition_epoch=2, replicas=[2, 3, 1], isr=[2, 1, 3])
     assert leader.followers[3].last_fetch_ms == 1000
+
+
+def test_a_verified_batch_reaching_a_deposed_leader_is_retriable_not_a_failed_transaction(leader):
+    """A transactional batch whose verification (KIP-890) was out while the broker lost the
+    partition: NOT_LEADER_OR_FOLLOWER, which the client retries at the new leader, as Kafka's
+    append answers; not INVALID_TXN_STATE, which fails the transaction, though followers
+    drop verification guards when they replicate the producer's markers."""
+    from broker.replica_manager import ReplicaManager
+    from protocol import records as rb
+
+    rm = ReplicaManager(config=None, metadata=None, log_manager=None, metrics=None, node_id=2)
+    rm.partitions[("t", 0)] = leader
+    records = bytes(rb.build_batch([(b"k", b"v")], timestamp=0, producer_id=7, producer_epoch=0,
+                                   base_sequence=0, transactional=True))
+    guard = rm.start_verification("t", 0, 7, 0)
+    leader.make_follower(3, leader_epoch=2, partition_epoch=2, replicas=[2, 3, 1], isr=[3, 1])
+    leader.log.producer_state.verification_guards.pop(7)  # a replicated marker of producer 7
+    with pytest.raises(KafkaError) as refused:
+        rm.check_verification("t", 0, records, guard)
+    assert refused.value.code == ErrorCode.not_leader_or_follower

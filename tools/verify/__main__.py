@@ -52,6 +52,8 @@ def parser() -> argparse.ArgumentParser:
                    help="txn: at most this many sends and polls a transaction (Jepsen's --max-txn-length)")
     p.add_argument("--consumers", type=int, default=2, help="txn: consumer processes (assign, subscribe, ...)")
     p.add_argument("--copiers", type=int, default=3, help="copier: copier processes")
+    p.add_argument("--client-debug", default="", metavar="CONTEXTS",
+                   help="librdkafka debug contexts for every client (e.g. eos,msg); written to its pN.log")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -65,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                    isolation=args.isolation, records=args.records, interval=args.interval, hold=args.hold,
                    seed=args.seed, out=args.out, no_idempotence=args.no_idempotence,
                    producers=args.producers, consumers=args.consumers, copiers=args.copiers,
-                   max_txn_length=args.max_txn_length)
+                   max_txn_length=args.max_txn_length, client_debug=args.client_debug)
     from tools.verify.targets import TargetUnavailable
 
     try:

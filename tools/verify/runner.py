@@ -59,6 +59,7 @@ class Options:
     consumers: int = 2
     copiers: int = 3
     max_txn_length: int = 30
+    client_debug: str = ""
 
     def params(self) -> dict:
         return dataclasses.asdict(self)
@@ -176,7 +177,7 @@ class Workload:
 
     def base_spec(self) -> dict:
         return {"bootstrap": self.bootstrap, "isolation": self.opts.isolation, "seed": self.opts.seed,
-                "partitions": PARTITIONS}
+                "partitions": PARTITIONS, "client_debug": self.opts.client_debug}
 
     def topics(self) -> list[str]:
         raise NotImplementedError

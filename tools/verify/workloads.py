@@ -71,12 +71,15 @@ class Stop:
 def _common(spec: dict) -> dict[str, Any]:
     # Short idle connections and metadata refreshes re-drive librdkafka's coordinator lookups
     # after broker faults (see tests/support/copier.py: librdkafka#5456, #5511).
-    return {"bootstrap.servers": spec["bootstrap"], "client.id": f"verify-{spec['process']}",
+    conf = {"bootstrap.servers": spec["bootstrap"], "client.id": f"verify-{spec['process']}",
             "connections.max.idle.ms": 2000, "topic.metadata.refresh.interval.ms": 1000,
             "socket.connection.setup.timeout.ms": 5000,
             # A request to a paused (SIGSTOP) broker hangs until this timeout (librdkafka's
             # default is 60 s): a group's SyncGroup stuck there stalls the whole group.
             "socket.timeout.ms": 10000}
+    if spec.get("client_debug"):
+        conf["debug"] = spec["client_debug"]
+    return conf
 
 
 def producer_config(spec: dict, transactional_id: str | None) -> dict[str, Any]:

@@ -46,6 +46,13 @@ class Metrics:
         self.failed_authentication = Counter("kafka_server_socketservermetrics_failed_authentication",
                                              "Failed TLS principal mappings and SASL authentications",
                                              ["listener"], registry=r)
+        # ... successful-reauthentication-total and expired-connections-killed-count (KIP-368).
+        self.successful_reauthentication = Counter("kafka_server_socketservermetrics_successful_reauthentication",
+                                                   "Completed SASL re-authentications", ["listener"], registry=r)
+        self.expired_connections_killed = Counter(
+            "kafka_server_socketservermetrics_expired_connections_killed",
+            "Connections closed because their SASL session expired before they re-authenticated",
+            ["listener"], registry=r)
         self.txn_events = Counter("kbroker_transaction_coordinator_events",
                                   "Fences, forced aborts, id expiries and producer-id rotations, by reason",
                                   ["event", "reason"], registry=r)

@@ -7,7 +7,8 @@ order on a connection, are matched to the oldest request in flight. When a conne
 or a request times out, every request in flight on it fails with ConnectionError /
 TimeoutError and the connection is dropped; the next request reconnects (resolving the node
 id to an address again). Requests are kio entities or dicts of their fields; responses come
-back as kio entities.
+back as kio entities. On a SASL listener with session lifetimes (KIP-368) the connection logs
+in again before its session ends, as Kafka's clients re-authenticate.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import io
 import ssl
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +33,7 @@ log = structlog.get_logger("broker.network_client")
 
 _SIZE = struct.Struct(">i")
 _REQUEST_HEAD = struct.Struct(">hhih")
+REAUTH_AT = 0.85  # of the SASL session lifetime (Kafka's clients pick 85-95%)
 
 
 class _InFlight:
@@ -56,15 +59,22 @@ class _Connection:
         self.correlation_id = 0
         self.connect_lock = asyncio.Lock()
         self.authenticated = False  # requests wait for the SASL login (none needed: set at once)
+        self.renew_at: float | None = None  # time.monotonic() to re-authenticate at (KIP-368)
 
     @property
     def ready(self) -> bool:
-        return self.writer is not None and self.authenticated
+        return self.writer is not None and self.authenticated and not self._session_ending()
+
+    def _session_ending(self) -> bool:
+        return self.renew_at is not None and time.monotonic() >= self.renew_at
 
     async def ensure_connected(self, address: tuple[str, int], timeout: float,
                                ssl_context: ssl.SSLContext | None = None, sasl: SaslClient | None = None) -> None:
         async with self.connect_lock:
             if self.ready:
+                return
+            if self.writer is not None and self.authenticated and sasl is not None:
+                await self._reauthenticate(sasl, timeout)
                 return
             if self.writer is not None:  # a login that failed half-way: start over
                 self.close()
@@ -80,8 +90,23 @@ class _Connection:
                     raise
             self.authenticated = True
 
+    async def _reauthenticate(self, sasl: SaslClient, timeout: float) -> None:
+        """The session nears its end: log in again on this connection. Other senders wait on
+        the connect lock meanwhile (the broker admits nothing but the SASL requests until the
+        login completes); requests already in flight are answered first, in order."""
+        self.authenticated = False
+        try:
+            await asyncio.wait_for(self._login(sasl), timeout)
+        except BaseException:
+            self.close()
+            raise
+        self.authenticated = True
+
     async def _login(self, sasl: SaslClient) -> None:
-        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done."""
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done; a session
+        lifetime in the answer (KIP-368) schedules the re-authentication, at 85% of it as
+        Kafka's clients do at the earliest."""
+        self.renew_at = None
         response = await self.send(SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism})
         if response.error_code:
             raise ConnectionError(f"SASL handshake with node {self.node_id} ({sasl.mechanism}): "
@@ -96,6 +121,9 @@ class _Connection:
             if response.error_code:
                 raise ConnectionError(f"SASL login to node {self.node_id} failed: {response.error_message}")
             reply = bytes(response.auth_bytes)
+            lifetime_s = response.session_lifetime.total_seconds()
+            if lifetime_s > 0:
+                self.renew_at = time.monotonic() + REAUTH_AT * lifetime_s
 
     def send(self, api_key: int, version: int, body: Any,
              decoder: Callable[[bytes, int], Any] | None = None) -> asyncio.Future:

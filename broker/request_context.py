@@ -36,11 +36,12 @@ class ConnectionInfo(Protocol):
     listener: str | None
     security_protocol: str
     principal: str            # ``User:<name>``; ``User:ANONYMOUS`` where nobody authenticates
-    session_expiry_ms: int | None  # when the authenticated session ends (None: never)
+    session_expiry: float | None  # time.monotonic() when the authenticated session ends (None: never)
     sasl: SaslServerAuthenticator | None  # the SASL exchange of a SASL_* listener's connection
 
-    def authenticated(self, principal: str) -> None:
-        """The SASL exchange completed: ``principal`` is the caller from now on."""
+    def authenticated(self, principal: str, session_lifetime_ms: int, reauthenticated: bool) -> None:
+        """The SASL exchange completed: ``principal`` is the caller from now on, for
+        ``session_lifetime_ms`` (0: no expiry)."""
 
     def authentication_failed(self, reason: str) -> None:
         """The SASL exchange failed: the connection closes once the answer is sent."""

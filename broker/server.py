@@ -31,7 +31,7 @@ from protocol.errors import InvalidRequest
 from security.authenticator import PLAINTEXT, ListenerSecurity
 from security.authorizer import java_host_address
 from security.principal import ANONYMOUS, NoMatchingRule
-from security.sasl import IllegalSaslState
+from security.sasl import SASL_HANDSHAKE, IllegalSaslState
 
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
@@ -58,7 +58,7 @@ class KafkaConnection(asyncio.Protocol):
         self.listener = listener  # the listener name: answers advertise that listener's endpoints
         self.security = security
         self.principal = ANONYMOUS  # authenticated in connection_made (TLS) or by SASL
-        self.session_expiry_ms: int | None = None
+        self.session_expiry: float | None = None  # time.monotonic(); set by a SASL login
         self.sasl = security.sasl_authenticator()  # None unless SASL_PLAINTEXT / SASL_SSL
         self.buffer = bytearray()
         self.frames: deque[bytes] = deque()
@@ -180,12 +180,8 @@ class KafkaConnection(asyncio.Protocol):
                 return self.broker.unsupported_api_versions_response(correlation_id)
             self._close_for("unsupported_version", api=spec.name, version=api_version)
             return None
-        if self.sasl is not None and not self.sasl.complete:
-            try:
-                self.sasl.check_allowed(api_key)
-            except IllegalSaslState as exc:
-                self._close_for("sasl_illegal_state", api=spec.name, detail=str(exc))
-                return None
+        if self.sasl is not None and not self._sasl_admits(api_key, spec.name):
+            return None
         if api_version < spec.refused_below:
             return self._refuse(spec, frame, api_version, correlation_id)
         try:
@@ -209,6 +205,27 @@ class KafkaConnection(asyncio.Protocol):
             result = codec.encode_body(api_key, api_version, result)
         return codec.frame_prefix(api_key, api_version, correlation_id, len(result)), result
 
+    def _sasl_admits(self, api_key: int, api_name: str) -> bool:
+        """Whether the SASL state machine lets this request through; if not, the connection is
+        closed. On an authenticated connection a SaslHandshake starts a re-authentication
+        (KIP-368) and anything else is refused once the session has expired."""
+        sasl = self.sasl
+        if sasl.complete:
+            now = time.monotonic()
+            if api_key == SASL_HANDSHAKE and sasl.begin_reauthentication(now):
+                return True
+            if self.session_expiry is not None and now >= self.session_expiry:
+                self.broker.metrics.expired_connections_killed.labels(self.listener or "").inc()
+                self._close_for("session_expired", api=api_name, principal=self.principal)
+                return False
+            return True
+        try:
+            sasl.check_allowed(api_key)
+        except IllegalSaslState as exc:
+            self._close_for("sasl_illegal_state", api=api_name, detail=str(exc))
+            return False
+        return True
+
     def _refuse(self, spec, frame: bytes, api_version: int, correlation_id: int) -> tuple[bytes, bytes] | None:
         try:
             header = codec.parse_header(frame, 1)
@@ -220,10 +237,14 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- authentication (the SASL handlers' side of the connection) ----------------------------
 
-    def authenticated(self, principal: str) -> None:
+    def authenticated(self, principal: str, session_lifetime_ms: int = 0, reauthenticated: bool = False) -> None:
         self.principal = principal
-        self.broker.metrics.successful_authentication.labels(self.listener or "").inc()
-        log.info("authenticated", listener=self.listener, client=self.client_host, principal=principal)
+        self.session_expiry = time.monotonic() + session_lifetime_ms / 1000 if session_lifetime_ms else None
+        metrics = self.broker.metrics
+        counter = metrics.successful_reauthentication if reauthenticated else metrics.successful_authentication
+        counter.labels(self.listener or "").inc()
+        log.info("reauthenticated" if reauthenticated else "authenticated", listener=self.listener,
+                 client=self.client_host, principal=principal, session_lifetime_ms=session_lifetime_ms)
 
     def authentication_failed(self, reason: str) -> None:
         """After the failure's answer, the connection closes (Kafka's delayed close)."""

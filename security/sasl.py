@@ -14,8 +14,16 @@ The client side (:class:`SaslClient`) is the broker's own login to its peers' SA
 inter-broker listener, with ``sasl.mechanism.inter.broker.protocol`` and the ``username`` and
 ``password`` of that listener's JAAS line for the mechanism, as a Kafka broker logs in.
 
+Re-authentication (KIP-368): with ``connections.max.reauth.ms`` (globally, or per listener and
+mechanism as ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``) a completed
+login is a session of that length, told to the client in SaslAuthenticate v1+. A SaslHandshake
+on an authenticated connection starts a re-authentication, with the same mechanism and ending
+in the same principal (else it fails and the connection closes); a credential deleted since
+then fails it. Past its session a connection that has not re-authenticated is closed at its
+next request, as Kafka's ``Processor`` does.
+
 Differs from Kafka: no GSSAPI or OAUTHBEARER; tokens travel in SaslAuthenticate only (the v1
-SaslHandshake flow every current client uses), not as v0 raw frames; no re-authentication.
+SaslHandshake flow every current client uses), not as v0 raw frames.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import base64
 import enum
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .principal import user
 
@@ -84,18 +92,21 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
 # --- configuration ---------------------------------------------------------------------------------
 
 SASL_DEFAULTS = {"sasl.enabled.mechanisms": "GSSAPI", "sasl.mechanism.inter.broker.protocol": "GSSAPI"}
+MAX_REAUTH = "connections.max.reauth.ms"  # 0: sessions never expire (Kafka's default)
 LISTENER_PREFIX = "listener.name."
+# Kafka refuses a re-authentication that starts within a second of the previous one.
+MIN_REAUTH_INTERVAL_S = 1.0
 
 
 def is_sasl_key(name: str) -> bool:
     """``sasl.enabled.mechanisms`` and the like, globally or per listener, and a listener's
     ``listener.name.<listener>.<mechanism>.sasl.jaas.config``."""
-    if name in SASL_DEFAULTS or name == "sasl.jaas.config":
+    if name in SASL_DEFAULTS or name in ("sasl.jaas.config", MAX_REAUTH):
         return True
     if not name.startswith(LISTENER_PREFIX):
         return False
     rest = name[len(LISTENER_PREFIX):].partition(".")[2]
-    return rest in SASL_DEFAULTS or rest.endswith(".sasl.jaas.config")
+    return rest in SASL_DEFAULTS or rest.endswith((".sasl.jaas.config", f".{MAX_REAUTH}"))
 
 
 def enabled_mechanisms(given: Mapping[str, str], listener: str) -> tuple[str, ...]:
@@ -109,6 +120,21 @@ def jaas_config(given: Mapping[str, str], listener: str, mechanism: str) -> str 
     mechanism on a broker; ``sasl.jaas.config`` is the fallback)."""
     return given.get(f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.sasl.jaas.config",
                      given.get("sasl.jaas.config"))
+
+
+def max_reauth_ms(given: Mapping[str, str], listener: str, mechanism: str) -> int:
+    """The session length of a login with ``mechanism`` on ``listener`` (0: no expiry), or
+    ValueError."""
+    name = f"{LISTENER_PREFIX}{listener.lower()}.{mechanism.lower()}.{MAX_REAUTH}"
+    raw = given.get(name, given.get(MAX_REAUTH, "0"))
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"Invalid value {raw} for configuration {MAX_REAUTH}: must be a number of "
+                         "milliseconds, at least 0")
+    return value
 
 
 def plain_users(jaas: str | None) -> dict[str, str]:
@@ -137,6 +163,8 @@ def check_listener(given: Mapping[str, str], listener: str) -> tuple[str, ...]:
             plain_users(jaas)
         except ValueError as exc:
             raise ValueError(f"listener {listener}: invalid sasl.jaas.config for PLAIN: {exc}") from None
+    for mechanism in mechanisms:
+        max_reauth_ms(given, listener, mechanism)
     return mechanisms
 
 
@@ -266,6 +294,15 @@ class SaslServerConfig:
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str]
     scram_credentials: Callable[[str, str], dict | None]  # (user, stored mechanism name) -> credential
+    max_reauth_ms: Mapping[str, int] = field(default_factory=dict)  # mechanism -> session length (0: none)
+
+
+@dataclass(frozen=True)
+class Reauthentication:
+    """What a re-authentication must keep: the session's mechanism and principal."""
+
+    mechanism: str
+    principal: str
 
 
 class SaslServerAuthenticator:
@@ -277,10 +314,29 @@ class SaslServerAuthenticator:
         self.mechanism: str | None = None
         self.server: PlainServer | ScramServer | None = None
         self.principal: str | None = None
+        self.reauthenticating: Reauthentication | None = None
+        self.last_reauth_start: float | None = None
 
     @property
     def complete(self) -> bool:
         return self.state is SaslState.COMPLETE
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        """The completed login's session length (0: it never expires)."""
+        return self.config.max_reauth_ms.get(self.mechanism or "", 0)
+
+    def begin_reauthentication(self, now: float) -> bool:
+        """A SaslHandshake arrived on an authenticated connection: start a re-authentication
+        (False, and the handshake is answered ILLEGAL_SASL_STATE, within a second of the last)."""
+        if not self.complete or self.principal is None or self.mechanism is None:
+            return False
+        if self.last_reauth_start is not None and now - self.last_reauth_start < MIN_REAUTH_INTERVAL_S:
+            return False
+        self.last_reauth_start = now
+        self.reauthenticating = Reauthentication(self.mechanism, self.principal)
+        self.state, self.server = SaslState.HANDSHAKE_OR_VERSIONS, None
+        return True
 
     def check_allowed(self, api_key: int) -> None:
         if self.state is SaslState.COMPLETE:
@@ -306,11 +362,25 @@ class SaslServerAuthenticator:
         """SaslAuthenticate: the server's token; AuthenticationFailed ends the exchange."""
         assert self.server is not None
         try:
+            self._check_reauth_mechanism()
             reply = self.server.evaluate(token)
+            if self.server.complete:
+                self._complete(user(self.server.authorization_id))
         except AuthenticationFailed:
             self.state = SaslState.FAILED
             raise
-        if self.server.complete:
-            self.principal = user(self.server.authorization_id)
-            self.state = SaslState.COMPLETE
         return reply
+
+    def _check_reauth_mechanism(self) -> None:
+        previous = self.reauthenticating
+        if previous is not None and previous.mechanism != self.mechanism:
+            raise AuthenticationFailed(f"SASL mechanism '{self.mechanism}' requested by client is not supported "
+                                       f"for re-authentication of mechanism '{previous.mechanism}'")
+
+    def _complete(self, principal: str) -> None:
+        previous = self.reauthenticating
+        if previous is not None and previous.principal != principal:
+            raise AuthenticationFailed(f"Cannot change principals during re-authentication from "
+                                       f"{previous.principal}: {principal}")
+        self.principal, self.reauthenticating = principal, None
+        self.state = SaslState.COMPLETE

@@ -5,7 +5,10 @@ Behavior:
   SaslAuthenticate exchange that follows. A mechanism the listener does not enable answers
   UNSUPPORTED_SASL_MECHANISM; every answer lists the enabled mechanisms
   (``sasl.enabled.mechanisms``), as Kafka's ``SaslServerAuthenticator`` does.
-- Anywhere else (a listener without SASL, or a second handshake): ILLEGAL_SASL_STATE.
+- On an authenticated connection it starts a re-authentication (KIP-368; the connection has
+  let it through), which must then use the same mechanism.
+- Anywhere else (a listener without SASL, a handshake out of turn, or a re-authentication
+  within a second of the previous one): ILLEGAL_SASL_STATE.
 
 Version notes:
 - v1 means the tokens travel in SaslAuthenticate requests, which every current client uses.

@@ -2,7 +2,9 @@
 SASL_SSL): PLAIN users from the listener's JAAS line, SCRAM-SHA-256/512 users from
 AlterUserScramCredentials; the authenticated user is the principal the ACLs see; wrong
 credentials, unknown users and requests before authentication are refused without affecting
-anyone else; a deleted SCRAM credential logs nobody in any more.
+anyone else; a deleted SCRAM credential logs nobody in any more. Re-authentication
+(KIP-368): sessions of ``connections.max.reauth.ms`` renewed on the same connection, closed
+when not renewed, and not renewable once the credential is deleted.
 """
 
 from __future__ import annotations
@@ -315,3 +317,168 @@ def test_a_garbage_sasl_token_fails_only_its_connection(broker, topic_name):
         asyncio.run(attempt())
     make_topic(broker, topic_name)
     assert delivery_errors(sasl(broker, "PLAIN", "admin", "admin-secret"), topic_name, n=1) == []
+
+
+# --- re-authentication (KIP-368) ------------------------------------------------------------------
+
+SESSION_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def reauth_broker(tmp_path_factory):
+    """SCRAM-SHA-256 sessions of 1.5 s on the SASL listener (Kafka's per-listener, per-mechanism
+    ``connections.max.reauth.ms``); PLAIN's sessions never expire."""
+    b = BrokerProcess(str(tmp_path_factory.mktemp("sasl-reauth") / "data"))
+    b.sasl_port = free_port()
+    b.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{b.sasl_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+        "listener.name.sasl_plaintext.scram-sha-256.connections.max.reauth.ms": str(SESSION_MS),
+        "connection.failed.authentication.delay.ms": "50",
+    })
+    b.start()
+    yield b
+    b.kill9()
+
+
+def _scram_user(broker, name: str, password: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), password.encode())]).values():
+        f.result(20)
+
+
+def _delete_scram_user(broker, name: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.alter_user_scram_credentials([
+            UserScramCredentialDeletion(name, ScramMechanism.SCRAM_SHA_256)]).values():
+        f.result(20)
+
+
+def _raw_login(c, mechanism: str, user: str, password: str):
+    """SaslHandshake v1 + SaslAuthenticate v2 on ``c``: the last SaslAuthenticate response."""
+    from scramp import ScramClient
+
+    assert c.call(17, 1, {"mechanism": mechanism}).error_code == ErrorCode.none
+    if mechanism == "PLAIN":
+        return c.call(36, 2, {"auth_bytes": b"\x00" + user.encode() + b"\x00" + password.encode()})
+    client = ScramClient([mechanism], user, password)
+    first = c.call(36, 2, {"auth_bytes": client.get_client_first().encode()})
+    if first.error_code:
+        return first
+    client.set_server_first(bytes(first.auth_bytes).decode())
+    return c.call(36, 2, {"auth_bytes": client.get_client_final().encode()})
+
+
+def _metadata(c):
+    return c.call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                          "include_topic_authorized_operations": False})
+
+
+def test_a_session_is_renewed_by_reauthentication_and_ends_without_it(reauth_broker):
+    from tests.support.raw import RawClient
+
+    _scram_user(reauth_broker, "frank", "frank-secret")
+    bootstrap = f"127.0.0.1:{reauth_broker.sasl_port}"
+    with RawClient(bootstrap) as c:
+        done = _raw_login(c, "SCRAM-SHA-256", "frank", "frank-secret")
+        assert done.error_code == ErrorCode.none
+        assert done.session_lifetime.total_seconds() * 1000 == SESSION_MS
+        for _ in range(3):  # re-authenticated before each expiry: served throughout
+            time.sleep(SESSION_MS / 1000 * 0.7)
+            again = _raw_login(c, "SCRAM-SHA-256", "frank", "frank-secret")
+            assert (again.error_code, again.session_lifetime.total_seconds() * 1000) == (ErrorCode.none, SESSION_MS)
+            assert _metadata(c).brokers
+    with RawClient(bootstrap) as c:
+        assert _raw_login(c, "SCRAM-SHA-256", "frank", "frank-secret").error_code == ErrorCode.none
+        time.sleep(SESSION_MS / 1000 + 0.2)  # the session's end, by its configured length
+        c.send_call(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                            "include_topic_authorized_operations": False})
+        assert c.recv_frame() is None, "a request after the session expired must close the connection"
+    with RawClient(bootstrap) as c:  # PLAIN's sessions do not expire: lifetime 0
+        assert _raw_login(c, "PLAIN", "alice", "alice-secret").session_lifetime.total_seconds() == 0
+
+
+def test_reauthentication_cannot_change_mechanism_or_outlive_a_deleted_credential(reauth_broker):
+    from tests.support.raw import RawClient
+
+    _scram_user(reauth_broker, "grace", "grace-secret")
+    bootstrap = f"127.0.0.1:{reauth_broker.sasl_port}"
+    with RawClient(bootstrap) as c:
+        assert _raw_login(c, "SCRAM-SHA-256", "grace", "grace-secret").error_code == ErrorCode.none
+        failed = _raw_login(c, "PLAIN", "alice", "alice-secret")
+        assert failed.error_code == ErrorCode.sasl_authentication_failed
+        assert "not supported for re-authentication of mechanism 'SCRAM-SHA-256'" in failed.error_message
+        assert c.is_closed_by_peer()
+    with RawClient(bootstrap) as c:
+        assert _raw_login(c, "SCRAM-SHA-256", "grace", "grace-secret").error_code == ErrorCode.none
+        _delete_scram_user(reauth_broker, "grace")
+        assert _metadata(c).brokers  # the session lasts until its end ...
+        failed = _raw_login(c, "SCRAM-SHA-256", "grace", "grace-secret")  # ... and is not renewed
+        assert failed.error_code == ErrorCode.sasl_authentication_failed
+        assert c.is_closed_by_peer()
+
+
+def test_librdkafka_reauthenticates_and_a_deleted_user_loses_access(reauth_broker, topic_name):
+    """confluent-kafka re-authenticates within each 1.5 s session (KIP-368) while it produces;
+    once the user's credential is deleted, its next re-authentication fails and it is cut off."""
+    _scram_user(reauth_broker, "heidi", "heidi-secret")
+    create_topic(reauth_broker.bootstrap, topic_name)
+    delivered, failed = [], []
+    p = Producer({**sasl(reauth_broker, "SCRAM-SHA-256", "heidi", "heidi-secret"), "linger.ms": 0,
+                  "message.timeout.ms": 3000, "log_level": 0})
+
+    def produce_for(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            p.produce(topic_name, b"v", on_delivery=lambda err, _m: (failed if err else delivered).append(err))
+            p.poll(0.1)
+
+    produce_for(4 * SESSION_MS / 1000)  # several sessions long
+    p.flush(10)
+    assert not failed and len(delivered) > 20, (failed[:3], len(delivered))
+    renewed = [line for line in reauth_broker.output().splitlines()
+               if "reauthenticated" in line and "principal=User:heidi" in line]
+    assert len(renewed) >= 2, "librdkafka did not re-authenticate on its connection"
+    _delete_scram_user(reauth_broker, "heidi")
+    produce_for(2 * SESSION_MS / 1000 + 3)
+    p.flush(10)
+    assert failed, "the deleted user kept producing"
+
+
+def test_the_broker_reauthenticates_to_its_inter_broker_listener(tmp_path, topic_name):
+    """Markers go through the inter-broker listener, whose sessions last 1.5 s: the broker's own
+    connection logs in again before each session ends, so transactions keep committing and the
+    listener never has to close an expired connection."""
+    b = BrokerProcess(str(tmp_path / "data"))
+    b.internal_port = free_port()
+    b.overrides.update({
+        "listeners": f"CLIENT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{b.internal_port}",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config":
+            PLAIN_JAAS.replace("required ", 'required username="admin" password="admin-secret" '),
+        "listener.name.internal.plain.connections.max.reauth.ms": str(SESSION_MS),
+    })
+    b.start()
+    try:
+        create_topic(b.bootstrap, topic_name)
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic_name}"})
+        p.init_transactions(20)
+        end, committed = time.monotonic() + 4 * SESSION_MS / 1000, 0
+        while time.monotonic() < end:
+            p.begin_transaction()
+            p.produce(topic_name, value=b"t%d" % committed)
+            p.commit_transaction(20)
+            committed += 1
+            time.sleep(0.2)
+        assert len(_read_committed(b.bootstrap, topic_name, committed, timeout=30)) == committed
+        out = b.output()
+        assert sum("reauthenticated" in line and "principal=User:admin" in line for line in out.splitlines()) >= 2
+        assert "session_expired" not in out
+    finally:
+        b.kill9()

@@ -18,6 +18,7 @@ from security.sasl import (
     SaslServerConfig,
     SaslState,
     check_listener,
+    max_reauth_ms,
     parse_jaas,
     plain_users,
 )
@@ -109,3 +110,49 @@ def test_scram_against_stored_credentials(mechanism):
     for user, password in (("carol", "wrong"), ("mallory", "carol-secret")):
         with pytest.raises(AuthenticationFailed, match=f"invalid credentials with SASL mechanism {mechanism}"):
             login(user, password)
+
+
+def _reauthenticator(max_reauth_ms: int = 1500) -> SaslServerAuthenticator:
+    return SaslServerAuthenticator(SaslServerConfig(
+        ("PLAIN", "SCRAM-SHA-256"), plain_users(JAAS), lambda _u, _m: None,
+        max_reauth_ms={"PLAIN": max_reauth_ms, "SCRAM-SHA-256": 0}))
+
+
+def test_reauthentication_keeps_mechanism_and_principal():
+    """KIP-368: a SaslHandshake on an authenticated connection starts a re-authentication that
+    must use the same mechanism and end in the same principal; not twice within a second."""
+    a = _reauthenticator()
+    assert a.handshake("PLAIN") and a.authenticate(b"\x00alice\x00a\"quoted\";pw") == b""
+    assert a.complete and a.session_lifetime_ms == 1500
+    assert a.begin_reauthentication(now=100.0)
+    assert not a.complete and a.reauthenticating.principal == "User:alice"
+    with pytest.raises(IllegalSaslState):
+        a.check_allowed(0)  # nothing but the SASL requests while re-authenticating
+    assert a.handshake("PLAIN")
+    a.authenticate(b"\x00alice\x00a\"quoted\";pw")
+    assert a.complete and a.principal == "User:alice" and a.reauthenticating is None
+    assert not a.begin_reauthentication(now=100.5)  # within a second of the last one
+    assert a.begin_reauthentication(now=101.0)
+    a.handshake("PLAIN")
+    with pytest.raises(AuthenticationFailed, match="Cannot change principals during re-authentication from "
+                                                   "User:alice: User:admin"):
+        a.authenticate(b"\x00admin\x00admin-secret")
+    assert a.state is SaslState.FAILED
+
+    b = _reauthenticator()
+    b.handshake("PLAIN")
+    b.authenticate(b"\x00admin\x00admin-secret")
+    assert b.begin_reauthentication(now=1.0) and b.handshake("SCRAM-SHA-256")
+    with pytest.raises(AuthenticationFailed, match="not supported for re-authentication of mechanism 'PLAIN'"):
+        b.authenticate(b"n,,n=admin,r=abc")
+
+
+def test_max_reauth_ms_is_read_per_listener_and_mechanism():
+    given = {"connections.max.reauth.ms": "60000",
+             "listener.name.ext.scram-sha-512.connections.max.reauth.ms": "5000",
+             "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256"}
+    assert max_reauth_ms(given, "EXT", "SCRAM-SHA-512") == 5000
+    assert max_reauth_ms(given, "EXT", "SCRAM-SHA-256") == 60000
+    assert max_reauth_ms({}, "EXT", "PLAIN") == 0
+    with pytest.raises(ValueError, match="Invalid value -1 for configuration connections.max.reauth.ms"):
+        check_listener({**given, "connections.max.reauth.ms": "-1"}, "INT")

@@ -26,8 +26,17 @@ from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import ErrorCode
 from security.authenticator import ListenerSecurity
 from security.authorizer import STANDARD_AUTHORIZER, StandardAuthorizer, parse_super_users
+from security.oauthbearer import MECHANISM as OAUTHBEARER
 from security.principal import SslPrincipalMapper
-from security.sasl import PLAIN, SaslServerConfig, enabled_mechanisms, jaas_config, max_reauth_ms, plain_users
+from security.sasl import (
+    PLAIN,
+    SaslServerConfig,
+    enabled_mechanisms,
+    jaas_config,
+    max_reauth_ms,
+    oauthbearer_validator,
+    plain_users,
+)
 from security.ssl_factory import SslConfigError
 from storage.cleaner import LogCleaner
 from storage.log_manager import LogManager
@@ -200,7 +209,8 @@ class Broker:
             plain_users=plain_users(jaas_config(given, listener, PLAIN)),
             # Read at each login: credentials altered later apply to the next (re-)authentication.
             scram_credentials=lambda user, mechanism: self.metadata.scram_credentials.get(user, {}).get(mechanism),
-            max_reauth_ms={m: max_reauth_ms(given, listener, m) for m in mechanisms})
+            max_reauth_ms={m: max_reauth_ms(given, listener, m) for m in mechanisms},
+            oauthbearer=oauthbearer_validator(given, listener) if OAUTHBEARER in mechanisms else None)
 
     def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
         """Where a broker (this one or a peer) is reached on ``listener`` (default: inter-broker)."""

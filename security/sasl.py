@@ -4,8 +4,9 @@ Owns what a SASL_PLAINTEXT or SASL_SSL connection may do before it has authentic
 table (:data:`ALLOWED`): ApiVersions and SaslHandshake first, then SaslAuthenticate until the
 mechanism is done; any other request closes the connection, as Kafka's
 ``IllegalSaslStateException`` does. Mechanisms: PLAIN (users from the listener's JAAS line,
-``user_<name>="<password>"``, Kafka's ``PlainServerCallbackHandler``) and SCRAM-SHA-256/512
-(the credentials AlterUserScramCredentials stores, verified with ``scramp``).
+``user_<name>="<password>"``, Kafka's ``PlainServerCallbackHandler``), SCRAM-SHA-256/512
+(the credentials AlterUserScramCredentials stores, verified with ``scramp``) and OAUTHBEARER
+(JWTs, :mod:`.oauthbearer`).
 
 Failures answer SASL_AUTHENTICATION_FAILED with Kafka's generic messages (nothing says whether
 the user exists); the connection then closes after ``connection.failed.authentication.delay.ms``.
@@ -22,7 +23,9 @@ in the same principal (else it fails and the connection closes); a credential de
 then fails it. Past its session a connection that has not re-authenticated is closed at its
 next request, as Kafka's ``Processor`` does.
 
-Differs from Kafka: no GSSAPI or OAUTHBEARER; tokens travel in SaslAuthenticate only (the v1
+OAUTHBEARER's tokens are validated by :mod:`.oauthbearer`.
+
+Differs from Kafka: no GSSAPI; tokens travel in SaslAuthenticate only (the v1
 SaslHandshake flow every current client uses), not as v0 raw frames.
 """
 
@@ -31,15 +34,17 @@ from __future__ import annotations
 import base64
 import enum
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from . import oauthbearer
 from .principal import user
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 PLAIN = "PLAIN"
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": "SCRAM_SHA_256", "SCRAM-SHA-512": "SCRAM_SHA_512"}
-SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, oauthbearer.MECHANISM)
 
 
 class SaslState(enum.Enum):
@@ -59,7 +64,12 @@ ALLOWED: dict[SaslState, frozenset[int]] = {
 
 
 class AuthenticationFailed(Exception):
-    """The client's credentials are wrong; the message is the one Kafka sends back."""
+    """The client's credentials are wrong; the message is the one Kafka sends back, the
+    ``detail`` (if any) only goes to the broker's log."""
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class IllegalSaslState(Exception):
@@ -101,12 +111,13 @@ MIN_REAUTH_INTERVAL_S = 1.0
 def is_sasl_key(name: str) -> bool:
     """``sasl.enabled.mechanisms`` and the like, globally or per listener, and a listener's
     ``listener.name.<listener>.<mechanism>.sasl.jaas.config``."""
-    if name in SASL_DEFAULTS or name in ("sasl.jaas.config", MAX_REAUTH):
+    if name in SASL_DEFAULTS or name in ("sasl.jaas.config", MAX_REAUTH) or oauthbearer.is_oauthbearer_key(name):
         return True
     if not name.startswith(LISTENER_PREFIX):
         return False
     rest = name[len(LISTENER_PREFIX):].partition(".")[2]
-    return rest in SASL_DEFAULTS or rest.endswith((".sasl.jaas.config", f".{MAX_REAUTH}"))
+    return (rest in SASL_DEFAULTS or rest.endswith((".sasl.jaas.config", f".{MAX_REAUTH}"))
+            or oauthbearer.is_oauthbearer_key(rest))
 
 
 def enabled_mechanisms(given: Mapping[str, str], listener: str) -> tuple[str, ...]:
@@ -165,16 +176,29 @@ def check_listener(given: Mapping[str, str], listener: str) -> tuple[str, ...]:
             raise ValueError(f"listener {listener}: invalid sasl.jaas.config for PLAIN: {exc}") from None
     for mechanism in mechanisms:
         max_reauth_ms(given, listener, mechanism)
+    if oauthbearer.MECHANISM in mechanisms:
+        oauthbearer_validator(given, listener)
     return mechanisms
+
+
+def oauthbearer_validator(given: Mapping[str, str], listener: str) -> oauthbearer.Validator:
+    """The listener's OAUTHBEARER token validator (its JAAS line holds the unsecured one's
+    options), or ValueError."""
+    jaas = jaas_config(given, listener, oauthbearer.MECHANISM)
+    try:
+        options = parse_jaas(jaas)[1] if jaas else {}
+    except ValueError as exc:
+        raise ValueError(f"listener {listener}: invalid sasl.jaas.config for OAUTHBEARER: {exc}") from None
+    return oauthbearer.validator_for(given, listener, options)
 
 
 def inter_broker_client(given: Mapping[str, str], listener: str) -> SaslClient:
     """The broker's own credentials for ``listener`` (its inter-broker one), or ValueError."""
     mechanism = given.get("sasl.mechanism.inter.broker.protocol",
                           SASL_DEFAULTS["sasl.mechanism.inter.broker.protocol"]).strip().upper()
-    if mechanism not in SUPPORTED_MECHANISMS:
+    if mechanism not in (PLAIN, *SCRAM_MECHANISMS):
         raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not supported (use one of "
-                         f"{', '.join(SUPPORTED_MECHANISMS)})")
+                         f"{', '.join((PLAIN, *SCRAM_MECHANISMS))})")
     if mechanism not in enabled_mechanisms(given, listener):
         raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
                          f"listener {listener}")
@@ -295,6 +319,7 @@ class SaslServerConfig:
     plain_users: Mapping[str, str]
     scram_credentials: Callable[[str, str], dict | None]  # (user, stored mechanism name) -> credential
     max_reauth_ms: Mapping[str, int] = field(default_factory=dict)  # mechanism -> session length (0: none)
+    oauthbearer: oauthbearer.Validator | None = None  # the listener's token validator
 
 
 @dataclass(frozen=True)
@@ -312,7 +337,7 @@ class SaslServerAuthenticator:
         self.config = config
         self.state = SaslState.HANDSHAKE_OR_VERSIONS
         self.mechanism: str | None = None
-        self.server: PlainServer | ScramServer | None = None
+        self.server: PlainServer | ScramServer | oauthbearer.OAuthBearerServer | None = None
         self.principal: str | None = None
         self.reauthenticating: Reauthentication | None = None
         self.last_reauth_start: float | None = None
@@ -323,8 +348,13 @@ class SaslServerAuthenticator:
 
     @property
     def session_lifetime_ms(self) -> int:
-        """The completed login's session length (0: it never expires)."""
-        return self.config.max_reauth_ms.get(self.mechanism or "", 0)
+        """The completed login's session length (0: it never expires): ``connections.max.reauth.ms``,
+        and no longer than the credential's own expiry (an OAUTHBEARER token's), as Kafka's."""
+        lifetime = self.config.max_reauth_ms.get(self.mechanism or "", 0)
+        expires_at = getattr(self.server, "expires_at", None)
+        if lifetime and expires_at is not None:
+            lifetime = max(1, min(lifetime, int((expires_at - time.time()) * 1000)))
+        return lifetime
 
     def begin_reauthentication(self, now: float) -> bool:
         """A SaslHandshake arrived on an authenticated connection: start a re-authentication
@@ -352,6 +382,8 @@ class SaslServerAuthenticator:
         self.mechanism = mechanism
         if mechanism == PLAIN:
             self.server = PlainServer(self.config.plain_users)
+        elif mechanism == oauthbearer.MECHANISM:
+            self.server = oauthbearer.OAuthBearerServer(self.config.oauthbearer)
         else:
             stored = SCRAM_MECHANISMS[mechanism]
             self.server = ScramServer(mechanism, lambda name: self.config.scram_credentials(name, stored))

@@ -1,8 +1,9 @@
 """SaslAuthenticate: v0-2
 
 Behavior:
-- Carries one token of the mechanism chosen by SaslHandshake each way (PLAIN: one round;
-  SCRAM: two). When the mechanism completes, the connection's principal becomes
+- Carries one token of the mechanism chosen by SaslHandshake each way (PLAIN and OAUTHBEARER:
+  one round, or two when OAUTHBEARER answers an invalid token with its error challenge; SCRAM:
+  two). When the mechanism completes, the connection's principal becomes
   ``User:<name>`` and every API is served from then on.
 - Wrong credentials: SASL_AUTHENTICATION_FAILED with Kafka's generic message (it never says
   whether the user exists); the connection closes after
@@ -46,7 +47,7 @@ async def handle_sasl_authenticate(ctx: RequestContext, request) -> dict:
     try:
         token = sasl.authenticate(bytes(request.auth_bytes))
     except AuthenticationFailed as exc:
-        connection.authentication_failed(str(exc))
+        connection.authentication_failed(f"{exc}: {exc.detail}" if exc.detail else str(exc))
         return _answer(ErrorCode.sasl_authentication_failed, str(exc))
     if not sasl.complete:
         return _answer(ErrorCode.none, None, token)

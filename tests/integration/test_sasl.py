@@ -482,3 +482,83 @@ def test_the_broker_reauthenticates_to_its_inter_broker_listener(tmp_path, topic
         assert "session_expired" not in out
     finally:
         b.kill9()
+
+
+# --- OAUTHBEARER ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def oauth(tmp_path_factory):
+    """A broker with a signed-token OAUTHBEARER listener (JWKS file, audience, issuer) and an
+    unsecured one for development; the signing key mints tokens for the clients."""
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from security.oauthbearer import SECURED_HANDLERS, UNSECURED_HANDLER
+
+    tmp = tmp_path_factory.mktemp("oauth")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    (tmp / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "RS256"}]}))
+    b = BrokerProcess(str(tmp / "data"))
+    b.oauth_port, b.dev_port = free_port(), free_port()
+    b.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{b.port},OAUTH://127.0.0.1:{b.oauth_port},DEV://127.0.0.1:{b.dev_port}",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OAUTH:SASL_PLAINTEXT,DEV:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class": sorted(SECURED_HANDLERS)[0],
+        "listener.name.oauth.oauthbearer.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+        "sasl.oauthbearer.jwks.endpoint.url": (tmp / "jwks.json").as_uri(),
+        "sasl.oauthbearer.expected.audience": "kbroker",
+        "sasl.oauthbearer.expected.issuer": "https://idp.example",
+        "listener.name.dev.oauthbearer.sasl.server.callback.handler.class": UNSECURED_HANDLER,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": "User:ANONYMOUS",
+        "connection.failed.authentication.delay.ms": "50",
+    })
+    b.start()
+
+    def mint(sub: str, audience: str = "kbroker", lifetime: int = 300) -> tuple[str, float]:
+        exp = time.time() + lifetime
+        return jwt.encode({"sub": sub, "aud": audience, "iss": "https://idp.example", "iat": int(time.time()),
+                           "exp": int(exp)}, key, algorithm="RS256", headers={"kid": "k1"}), exp
+
+    b.mint = mint
+    yield b
+    b.kill9()
+
+
+def test_oauthbearer_signed_token_is_the_principal(oauth, topic_name):
+    """confluent-kafka's oauth_cb hands a signed JWT; its subject is the principal the ACLs see,
+    and a token for another audience is refused."""
+    create_topic(oauth.bootstrap, topic_name)
+    conf = {"bootstrap.servers": f"127.0.0.1:{oauth.oauth_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "oauth_cb": lambda _config: oauth.mint("svc-orders")}
+    errors = delivery_errors(conf, topic_name, n=1, timeout=5)
+    assert errors and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errors
+    allow(oauth.bootstrap, topic_name, "User:svc-orders")
+    assert delivery_errors(conf, topic_name) == []
+    wrong = {**conf, "oauth_cb": lambda _config: oauth.mint("svc-orders", audience="another-service"),
+             "log_level": 0}
+    with pytest.raises(KafkaException) as exc:
+        AdminClient(wrong).list_topics(timeout=5)
+    assert exc.value.args[0].code() in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT, KafkaError._TIMED_OUT)
+    assert "invalid_token" in oauth.output()
+
+
+def test_oauthbearer_unsecured_tokens_on_the_development_listener_only(oauth, topic_name):
+    """librdkafka's built-in unsecured JWT (``alg: none``) logs in where the unsecured validator
+    is configured, and nowhere else."""
+    create_topic(oauth.bootstrap, topic_name)
+    allow(oauth.bootstrap, topic_name, "User:dev")
+    unsecured = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                 "enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "principal=dev"}
+    dev = {**unsecured, "bootstrap.servers": f"127.0.0.1:{oauth.dev_port}"}
+    assert delivery_errors(dev, topic_name) == []
+    signed_only = {**unsecured, "bootstrap.servers": f"127.0.0.1:{oauth.oauth_port}", "log_level": 0}
+    with pytest.raises(KafkaException):
+        AdminClient(signed_only).list_topics(timeout=5)

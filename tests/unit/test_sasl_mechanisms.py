@@ -43,7 +43,9 @@ def test_listener_checks():
     assert check_listener(given, "EXT") == ("PLAIN", "SCRAM-SHA-512")
     with pytest.raises(ValueError, match="PLAIN needs"):
         check_listener(given, "OTHER")
-    with pytest.raises(ValueError, match="OAUTHBEARER is not supported"):
+    with pytest.raises(ValueError, match="GSSAPI is not supported"):
+        check_listener({"listener.name.x.sasl.enabled.mechanisms": "GSSAPI"}, "X")
+    with pytest.raises(ValueError, match="OAUTHBEARER needs listener.name.x.oauthbearer.sasl.server.callback"):
         check_listener({"listener.name.x.sasl.enabled.mechanisms": "OAUTHBEARER"}, "X")
 
 

@@ -17,6 +17,7 @@ import uuid
 import structlog
 
 from coordinator.controller.controller import Controller, fence_restarted
+from coordinator.controller.etcd_client import EtcdSecurity
 from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
 from coordinator.controller.metadata import BrokerRegistration
 from coordinator.controller.producer_ids import ProducerIdManager
@@ -72,7 +73,8 @@ class Broker:
         if self.clustered:
             self.metadata = EtcdMetadataStore(
                 self.node_id, config["metadata.etcd.endpoints"], config["metadata.etcd.prefix"],
-                config["broker.session.timeout.ms"], on_connectivity=self.metrics.etcd_connected.set)
+                config["broker.session.timeout.ms"], on_connectivity=self.metrics.etcd_connected.set,
+                security=EtcdSecurity.from_config(config))
         else:
             self.metadata = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id)
             self.metadata.register_self(self._registration())
@@ -235,6 +237,10 @@ class Broker:
         """Register under a lease and load the current image; replication starts with it."""
         if any(port == 0 for _, port in self.advertised.values()):
             raise SystemExit("a clustered broker needs a fixed port in listeners/advertised.listeners")
+        try:
+            self.metadata.client.security.check()
+        except (ValueError, OSError) as exc:
+            raise SystemExit(f"etcd security settings: {exc}") from None
         try:
             await self.metadata.start(registration)
         except RegistrationConflict as exc:

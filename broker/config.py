@@ -142,6 +142,13 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     # The cluster's metadata store: empty runs the embedded single-node store (no etcd).
     _k("metadata.etcd.endpoints", str, ""),
     _k("metadata.etcd.prefix", str, "/kbroker"),
+    # etcd over TLS (the CA of its server certificate; a client certificate for --client-cert-auth)
+    # and etcd's own users (coordinator/controller/etcd_client.py).
+    _k("metadata.etcd.tls.ca.file", str, ""),
+    _k("metadata.etcd.tls.cert.file", str, ""),
+    _k("metadata.etcd.tls.key.file", str, ""),
+    _k("metadata.etcd.username", str, ""),
+    _k("metadata.etcd.password", str, ""),
     _k("socket.request.max.bytes", int, 104857600, *at_least(1)),
     _k("socket.send.buffer.bytes", int, 102400, ignored=True),
     _k("socket.receive.buffer.bytes", int, 102400, ignored=True),
@@ -512,7 +519,9 @@ def type_name(key: Key) -> str:
         return "LONG" if key.name.endswith((".ms", ".bytes", ".messages")) else "INT"
     if key.parse is float:
         return "DOUBLE"
-    return "STRING" if key.parse is str else "BOOLEAN"
+    if key.parse is str:
+        return "PASSWORD" if key.name.endswith(".password") else "STRING"
+    return "BOOLEAN"
 
 
 def _parse_problem(key: Key, exc: ValueError) -> str:

@@ -9,7 +9,8 @@ until SIGTERM or Ctrl-C, then stops the brokers (controlled shutdown) and etcd.
 certificate (:mod:`tools.dev_ca`, under DIR/tls), one SASL_SSL listener per broker for clients
 and brokers alike (PLAIN and SCRAM-SHA-512; the brokers log in to each other as ``broker``),
 the StandardAuthorizer with ``broker`` and ``admin`` as super users, and a SCRAM-SHA-512 user
-``alice`` with no ACLs. Passwords are random; the client settings for librdkafka and the Java
+``alice`` with no ACLs; etcd itself on TLS, open only to client certificates from the same CA
+(the brokers'). Passwords are random; the client settings for librdkafka and the Java
 client are printed and written to DIR/client-admin.properties and DIR/client-alice.properties.
 
 :class:`DevCluster` is the same thing as a library: the cluster tests use it to kill, pause,
@@ -157,7 +158,7 @@ class DevCluster:
         ``security``: SASL_SSL everywhere (see the module's docstring)."""
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
-        self.security = SecureSetup(os.path.join(self.data_dir, "tls"), node_hosts) if security else None
+        self.security = SecureSetup(os.path.join(self.data_dir, "tls"), node_hosts, etcd_host) if security else None
         self.etcd_host = etcd_host
         self.etcd_port = etcd_port or free_port()
         self.etcd_peer_port = free_port()
@@ -205,13 +206,15 @@ class DevCluster:
         if binary is None:
             raise RuntimeError("etcd is not installed (Debian package etcd-server; `make tools` installs it)")
         data = os.path.join(self.data_dir, "etcd")
-        client = f"http://{self.etcd_host}:{self.etcd_port}"
+        client = f"{self.etcd_scheme}://{self.etcd_host}:{self.etcd_port}"
         peer = f"http://127.0.0.1:{self.etcd_peer_port}"
         cmd = [binary, "--name", "kbroker-etcd", "--data-dir", data,
                "--listen-client-urls", client, "--advertise-client-urls", client,
                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                "--initial-cluster", f"kbroker-etcd={peer}",
                "--heartbeat-interval", "100", "--election-timeout", "500", "--log-level", "warn"]
+        if self.security is not None:
+            cmd += self.security.etcd_flags()
         with open(os.path.join(self.data_dir, "etcd.log"), "a") as out:
             self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for_port(self.etcd_port, timeout, self.etcd, "etcd", self.etcd_host)
@@ -223,13 +226,19 @@ class DevCluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(f"http://{self.etcd_host}:{self.etcd_port}/health", timeout=2) as r:
+                context = self.security.etcd_client_context() if self.security is not None else None
+                with urllib.request.urlopen(f"{self.etcd_scheme}://{self.etcd_host}:{self.etcd_port}/health",
+                                            timeout=2, context=context) as r:
                     if json.loads(r.read()).get("health") == "true":
                         return
             except (OSError, ValueError):
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"etcd on {self.etcd_port} was not healthy within {timeout}s")
+
+    @property
+    def etcd_scheme(self) -> str:
+        return "https" if self.security is not None else "http"
 
     def stop_etcd(self) -> None:
         if self.etcd is not None and self.etcd.poll() is None:
@@ -307,7 +316,7 @@ class SecureSetup:
 
     SCRAM_USER = "alice"
 
-    def __init__(self, directory: str, node_hosts: dict[int, str] | None = None) -> None:
+    def __init__(self, directory: str, node_hosts: dict[int, str] | None = None, etcd_host: str = "127.0.0.1") -> None:
         import secrets
 
         from tools.dev_ca import DevCA
@@ -316,6 +325,9 @@ class SecureSetup:
         hosts = sorted({"127.0.0.1", "localhost", *(node_hosts or {}).values()})
         self.ca = DevCA(Path(directory))
         self.broker_cert = self.ca.issue("broker", cn="kbroker", hosts=tuple(hosts))
+        # etcd over TLS, and only for holders of a certificate from this CA (the brokers').
+        self.etcd_cert = self.ca.issue("etcd", cn="etcd", hosts=tuple(sorted({"127.0.0.1", "localhost", etcd_host})))
+        self.etcd_client_cert = self.ca.issue("etcd-client", cn="kbroker-broker")
         self.passwords = {u: secrets.token_urlsafe(12) for u in ("broker", "admin", self.SCRAM_USER)}
 
     def broker_properties(self) -> dict[str, str]:
@@ -331,7 +343,21 @@ class SecureSetup:
             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca.pem),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:broker;User:admin",
+            "metadata.etcd.tls.ca.file": str(self.ca.pem),
+            "metadata.etcd.tls.cert.file": str(self.etcd_client_cert.cert),
+            "metadata.etcd.tls.key.file": str(self.etcd_client_cert.key),
         }
+
+    def etcd_flags(self) -> list[str]:
+        return ["--cert-file", str(self.etcd_cert.cert), "--key-file", str(self.etcd_cert.key),
+                "--trusted-ca-file", str(self.ca.pem), "--client-cert-auth"]
+
+    def etcd_client_context(self):
+        import ssl
+
+        context = ssl.create_default_context(cafile=str(self.ca.pem))
+        context.load_cert_chain(str(self.etcd_client_cert.cert), str(self.etcd_client_cert.key))
+        return context
 
     def client_config(self, bootstrap: str, user: str = "admin") -> dict[str, str]:
         """librdkafka's settings (confluent-kafka, kcat) for ``user``."""

@@ -48,6 +48,7 @@ from aetcd import exceptions as etcd_errors
 from protocol.errors import ErrorCode, KafkaError
 from security.acls import StandardAcl
 
+from .etcd_client import EtcdClient, EtcdSecurity
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 from .store import PRODUCER_ID_BLOCK_SIZE, new_cluster_id
 
@@ -71,12 +72,13 @@ class EtcdMetadataStore(MetadataCache):
     clustered = True
 
     def __init__(self, node_id: int, endpoints: str, prefix: str = "/kbroker",
-                 session_timeout_ms: int = 9000, on_connectivity: Callable[[bool], None] | None = None) -> None:
+                 session_timeout_ms: int = 9000, on_connectivity: Callable[[bool], None] | None = None,
+                 security: EtcdSecurity | None = None) -> None:
         super().__init__(node_id)
         host, _, port = endpoints.split(",")[0].strip().rpartition(":")
         # gRPC's default reconnect backoff grows to minutes: after an etcd outage the lease
         # would expire before the channel tried again. Reconnect within a fraction of the TTL.
-        self.client = aetcd.Client(host=host or "127.0.0.1", port=int(port or 2379), timeout=5, options={
+        self.client = EtcdClient(host or "127.0.0.1", int(port or 2379), security or EtcdSecurity(), timeout=5, options={
             "grpc.initial_reconnect_backoff_ms": 100, "grpc.min_reconnect_backoff_ms": 100,
             "grpc.max_reconnect_backoff_ms": 500, "grpc.keepalive_time_ms": 2000,
             "grpc.keepalive_timeout_ms": 2000})

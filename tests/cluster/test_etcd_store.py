@@ -1,5 +1,6 @@
-"""The etcd metadata store against a real etcd: compare-and-swap, the watched image, and a
-full reload when the watch resumes below etcd's compaction point."""
+"""The etcd metadata store against a real etcd: compare-and-swap, the watched image, a full
+reload when the watch resumes below etcd's compaction point, and etcd over TLS (client
+certificates) or with etcd's own users."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import json
 import aetcd
 import pytest
 
-from coordinator.controller.etcd_store import EtcdMetadataStore
+from coordinator.controller.etcd_client import EtcdClient, EtcdSecurity
+from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore
 from coordinator.controller.metadata import BrokerRegistration
 from tests.support.cluster import require_etcd
 from tools.devcluster import DevCluster
@@ -92,3 +94,69 @@ def test_a_partition_changes_only_at_the_revision_it_was_read(etcd):
             await store.stop()
 
     asyncio.run(scenario())
+
+
+def test_etcd_over_tls_with_client_certificates(tmp_path):
+    """The secure development cluster's etcd: TLS, and only clients with a certificate from its
+    CA. A broker's store with the certificate works; one without is refused."""
+    require_etcd()
+    cluster = DevCluster(str(tmp_path), nodes=0, security=True)
+    cluster.start_etcd()
+    sec = cluster.security
+    endpoint = f"127.0.0.1:{cluster.etcd_port}"
+
+    async def scenario():
+        store = EtcdMetadataStore(1, endpoint, prefix="/tls-test", session_timeout_ms=3000, security=EtcdSecurity(
+            str(sec.ca.pem), str(sec.etcd_client_cert.cert), str(sec.etcd_client_cert.key)))
+        await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
+        try:
+            await store.create_topic("over-tls", [[1]], {})
+            assert "over-tls" in store.topics
+        finally:
+            await store.stop()
+        anonymous = EtcdClient("127.0.0.1", cluster.etcd_port, EtcdSecurity(ca_file=str(sec.ca.pem)), timeout=5)
+        with pytest.raises(ETCD_ERRORS):
+            await anonymous.get(b"/tls-test/cluster_id")
+        await anonymous.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        cluster.stop_etcd()
+
+
+def test_etcd_users_and_passwords(tmp_path):
+    """etcd's role-based authentication: the store logs in with metadata.etcd.username/password;
+    without them etcd refuses it."""
+    from aetcd import rpc
+
+    require_etcd()
+    cluster = DevCluster(str(tmp_path), nodes=0)
+    cluster.start_etcd()
+    endpoint = f"127.0.0.1:{cluster.etcd_port}"
+
+    async def scenario():
+        admin = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port)
+        await admin.connect()
+        auth = rpc.AuthStub(admin.channel)
+        await auth.UserAdd(rpc.AuthUserAddRequest(name="root", password="root-secret"))
+        await auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user="root", role="root"))
+        await auth.AuthEnable(rpc.AuthEnableRequest())
+        await admin.close()
+        store = EtcdMetadataStore(1, endpoint, prefix="/auth-test", session_timeout_ms=3000,
+                                  security=EtcdSecurity(username="root", password="root-secret"))
+        await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
+        try:
+            await store.create_topic("with-a-user", [[1]], {})
+            assert "with-a-user" in store.topics
+        finally:
+            await store.stop()
+        anonymous = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port, timeout=5)
+        with pytest.raises(ETCD_ERRORS):
+            await anonymous.get(b"/auth-test/cluster_id")
+        await anonymous.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        cluster.stop_etcd()

@@ -426,6 +426,28 @@ class BrokerConfig:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
+    def check_ssl_reconfiguration(self, listener: str, security_values: dict[str, str]) -> None:
+        """SslConfigError unless ``listener`` (an SSL or SASL_SSL one) can take these values."""
+        from security import ssl_factory
+
+        names = {spec.name for spec in self.listeners()}
+        if listener not in names or self.security_protocol(listener) not in ("SSL", "SASL_SSL"):
+            raise ssl_factory.SslConfigError(f"{listener} is not a TLS listener of this broker")
+        ssl_factory.check_reconfiguration(ssl_factory.ssl_settings(self.security_values, listener),
+                                          ssl_factory.ssl_settings(security_values, listener))
+
+    def reconfigure_ssl(self, listener: str, security_values: dict[str, str]):
+        """Take new ``ssl.*`` values; the listener's live context (if built) loads its new
+        stores. Returns the listener's new settings."""
+        from security import ssl_factory
+
+        settings = ssl_factory.ssl_settings(security_values, listener)
+        ctx = self._ssl_contexts.get(("server", listener))
+        if ctx is not None:
+            ssl_factory.reconfigure(ctx, settings)
+        self.security_values = security_values
+        return settings
+
     def ssl_store_watcher(self, listener: str):
         """Reloads ``listener``'s TLS context when its store files change."""
         from security import ssl_factory

@@ -13,7 +13,11 @@ Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs on BROKER resourc
 broker-level log defaults listed in :data:`DYNAMIC_BROKER_KEYS`, per broker (resource name =
 node id) or cluster-wide (empty name). They are kept in ``<log dir>/__dynamic_broker_configs.json``
 (written with fsync + rename before they apply), applied to ``broker.config`` and to every open
-partition's log config, and re-applied at start-up by :func:`load_dynamic_broker_configs`.
+partition's log config, and re-applied at start-up by :func:`load_dynamic_broker_configs`. Per
+broker only, a TLS listener's key and trust stores (``listener.name.<listener>.ssl.keystore.location``
+and the rest of ``ssl_factory.DYNAMIC_STORE_KEYS``): checked (the stores load, the certificate
+keeps its subject and alternative names) and loaded into the listener's live context, so new
+connections get the new certificate, as Kafka's ``DynamicListenerConfig`` does.
 
 Group configs (GROUP resources, :mod:`coordinator.group.group_config`): a group's overrides are
 kept in the cluster metadata (every broker sees them); described as GROUP_CONFIG when set, else
@@ -42,6 +46,7 @@ import structlog
 
 from coordinator.group import group_config
 from protocol.errors import ErrorCode, KafkaError
+from security.ssl_factory import SslConfigError, dynamic_store_listener
 
 from . import topic_config
 from .config import KEYS, ConfigError, type_name
@@ -420,6 +425,7 @@ class DynamicBrokerConfigs:
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
         self.static: dict[str, Any] = dict(broker.config.values)
+        self.static_security: dict[str, str] = dict(broker.config.security_values)
         self.explicit = broker.config.explicit
         self.per_broker: dict[str, str] = {}
         self.cluster_default: dict[str, str] = {}
@@ -475,7 +481,8 @@ class DynamicBrokerConfigs:
     @staticmethod
     def validate(configs: dict[str, str]) -> dict[str, str]:
         """INVALID_REQUEST (as Kafka: KAFKA-13609) for read-only, unknown or bad values."""
-        unknown = sorted(k for k in configs if k not in KEYS and k not in KAFKA_DYNAMIC_CONFIGS)
+        unknown = sorted(k for k in configs if k not in KEYS and k not in KAFKA_DYNAMIC_CONFIGS
+                         and dynamic_store_listener(k) is None)
         if unknown:
             raise KafkaError(ErrorCode.invalid_request, f"Unknown broker configs: {', '.join(unknown)}")
         fixed = sorted(k for k in configs if k in KEYS and k not in DYNAMIC_BROKER_KEYS
@@ -485,6 +492,9 @@ class DynamicBrokerConfigs:
                              f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
         out = {}
         for name, raw in configs.items():
+            if dynamic_store_listener(name) is not None:  # checked with the listener (check_ssl)
+                out[name] = raw
+                continue
             bad = type_error(name, raw, broker_config_type(name))
             if bad:
                 raise KafkaError(ErrorCode.invalid_request, bad)
@@ -493,6 +503,7 @@ class DynamicBrokerConfigs:
 
     def replace(self, per_broker: bool, configs: dict[str, str], validate_only: bool) -> None:
         configs = self.validate(configs)
+        self._check_ssl(per_broker, configs)
         if validate_only:
             return
         if per_broker:
@@ -504,6 +515,46 @@ class DynamicBrokerConfigs:
                  configs=configs)
         self.apply()
 
+    def _ssl_values(self, per_broker: dict[str, str]) -> dict[str, str]:
+        """The broker's ``ssl.*`` values with these per-broker listener store settings."""
+        values = dict(self.static_security)
+        values.update({k: v for k, v in per_broker.items() if dynamic_store_listener(k) is not None})
+        return values
+
+    def _check_ssl(self, per_broker: bool, configs: dict[str, str]) -> None:
+        """Listener key and trust stores change per broker only, to stores that load and keep
+        the certificate's identity (Kafka's DynamicBrokerConfig and SslFactory checks)."""
+        listeners = {dynamic_store_listener(k) for k in configs} - {None}
+        if not listeners:
+            return
+        if not per_broker:
+            raise KafkaError(ErrorCode.invalid_request, "Cannot update these configs at default cluster level, "
+                             "broker id must be specified: "
+                             f"[{', '.join(sorted(k for k in configs if dynamic_store_listener(k)))}]")
+        candidate = self._ssl_values(configs)
+        for listener in sorted(listeners):
+            try:
+                self.broker.config.check_ssl_reconfiguration(listener, candidate)
+            except (SslConfigError, OSError, ValueError) as exc:
+                raise KafkaError(ErrorCode.invalid_request, f"Validation of dynamic config update of SSLFactory "
+                                 f"failed: {exc}") from None
+
+    def _apply_ssl(self) -> None:
+        """Listeners whose store settings changed load their new stores (from start-up on)."""
+        values = self._ssl_values(self.per_broker)
+        current = self.broker.config.security_values
+        changed = {dynamic_store_listener(k) for k in set(values) | set(current)
+                   if values.get(k) != current.get(k)} - {None}
+        if not changed:
+            return
+        for listener in sorted(changed):
+            settings = self.broker.config.reconfigure_ssl(listener, values)
+            watcher = getattr(self.broker, "store_watchers", {}).get(listener)
+            if watcher is not None:
+                watcher.retarget(settings)
+            log.info("ssl_listener_reconfigured", listener=listener,
+                     keystore=settings["ssl.keystore.location"] or "(inline)")
+
     def _save(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -514,6 +565,7 @@ class DynamicBrokerConfigs:
 
     def apply(self) -> None:
         """Make ``broker.config`` the layered values and re-derive every partition's log config."""
+        self._apply_ssl()
         values = self.broker.config.values
         stored = (set(self.per_broker) | set(self.cluster_default)) & set(KEYS)  # others: no effect
         for name in DYNAMIC_BROKER_KEYS | stored:
@@ -533,7 +585,8 @@ class DynamicBrokerConfigs:
 
 
 def sensitive(name: str) -> bool:
-    return broker_config_type(name) is ConfigType.PASSWORD
+    """Never described with its value: passwords, and a key store's inline private key."""
+    return broker_config_type(name) is ConfigType.PASSWORD or name.endswith((".password", "ssl.keystore.key"))
 
 
 def _checked_broker_value(name: str, raw: str) -> str:

@@ -9,7 +9,11 @@ the broker's outgoing connections, ``ssl.endpoint.identification.algorithm``.
 
 A listener's key store and trust store files are watched (:class:`StoreWatcher`): when one
 changes on disk, the listener's context loads it again, so new connections get the rotated
-certificate without a restart (connections already open keep theirs, as in Kafka).
+certificate without a restart (connections already open keep theirs, as in Kafka). AlterConfigs
+on ``listener.name.<name>.ssl.keystore.location`` and the other :data:`DYNAMIC_STORE_KEYS` does
+the same with new settings (:func:`reconfigure`), refused unless the new stores load and, as
+Kafka checks, the certificate keeps its subject and subject alternative names
+(``ssl.allow.dn.changes``, ``ssl.allow.san.changes``).
 
 Differs from Kafka: a JKS store (Kafka's default type) stops start-up with how to convert it,
 because Python's ``ssl`` reads PEM and, through ``cryptography``, PKCS12; cipher suites apply
@@ -42,7 +46,14 @@ SSL_DEFAULTS: dict[str, str] = {
     "ssl.cipher.suites": "",
     "ssl.endpoint.identification.algorithm": "https",
     "ssl.principal.mapping.rules": "DEFAULT",
+    "ssl.allow.dn.changes": "false",
+    "ssl.allow.san.changes": "false",
 }
+# What AlterConfigs may change on a running listener (per broker, listener-prefixed), as Kafka's
+# DynamicListenerConfig / SslFactory.reconfigure allow.
+DYNAMIC_STORE_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+                      "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type",
+                      "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates")
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 LISTENER_PREFIX = "listener.name."
@@ -138,6 +149,13 @@ class StoreWatcher:
                 out[path] = None
         return out
 
+    def retarget(self, settings: SslSettings) -> None:
+        """Watch the stores of new settings (after a dynamic update)."""
+        self.settings = settings
+        self.paths = [p for p in (settings["ssl.keystore.location"].strip(),
+                                  settings["ssl.truststore.location"].strip()) if p]
+        self.seen = self._stamps()
+
     def check(self) -> bool:
         """True when the stores changed and were loaded again; SslConfigError when a changed
         store cannot be used (the context keeps what it had)."""
@@ -149,6 +167,62 @@ class StoreWatcher:
         _load_key_store(self.ctx, self.settings)
         _load_trust_store(self.ctx, self.settings)
         return True
+
+
+def dynamic_store_listener(name: str) -> str | None:
+    """The listener of a ``listener.name.<listener>.<store key>`` AlterConfigs may change."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, key = name[len(LISTENER_PREFIX):].partition(".")
+    return listener.upper() if listener and key in DYNAMIC_STORE_KEYS else None
+
+
+def check_reconfiguration(old: SslSettings, new: SslSettings) -> None:
+    """SslConfigError unless ``new`` makes a working server context whose certificate has
+    ``old``'s subject and subject alternative names (Kafka's ``SslFactory`` validation)."""
+    server_context(new)
+    before, after = leaf_certificate(old), leaf_certificate(new)
+    if before is None or after is None:
+        return
+    if new["ssl.allow.dn.changes"].strip().lower() != "true" and before.subject != after.subject:
+        raise SslConfigError(f"Keystore DistinguishedName does not match: existing={before.subject.rfc4514_string()}, "
+                             f"new={after.subject.rfc4514_string()}")
+    if new["ssl.allow.san.changes"].strip().lower() != "true" and _sans(before) != _sans(after):
+        raise SslConfigError(f"Keystore SubjectAltNames do not match: existing={sorted(_sans(before))}, "
+                             f"new={sorted(_sans(after))}")
+
+
+def reconfigure(ctx: ssl.SSLContext, new: SslSettings) -> None:
+    """Load ``new``'s stores into the live context (checked first: on error it keeps its own).
+    The trust store's certificates are added to those the context trusts already."""
+    server_context(new)
+    _load_key_store(ctx, new)
+    _load_trust_store(ctx, new)
+
+
+def leaf_certificate(s: SslSettings):
+    """The key store's own certificate (None without a key store)."""
+    from cryptography import x509
+
+    if s["ssl.keystore.certificate.chain"].strip():
+        return x509.load_pem_x509_certificates(s["ssl.keystore.certificate.chain"].encode())[0]
+    location = s["ssl.keystore.location"].strip()
+    if not location:
+        return None
+    if s["ssl.keystore.type"].strip().upper() == "PKCS12":
+        return _pkcs12(location, s["ssl.keystore.password"])[1]
+    with open(location, "rb") as f:
+        return x509.load_pem_x509_certificates(f.read())[0]
+
+
+def _sans(cert) -> set[str]:
+    from cryptography import x509
+
+    try:
+        ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    except x509.ExtensionNotFound:
+        return set()
+    return {str(name.value) for name in ext.value}
 
 
 def _protocols(ctx: ssl.SSLContext, s: SslSettings) -> None:

@@ -215,3 +215,62 @@ def test_a_broken_handshake_closes_only_its_connection(broker, ca, topic_name, w
     admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
     assert delivery_errors(tls(broker.ssl_port, ca), topic_name, n=1) == []
     assert delivery_errors({"bootstrap.servers": broker.bootstrap}, topic_name, n=1) == []
+
+
+def test_alter_configs_gives_a_listener_a_new_key_store(tmp_path, ca):
+    """Kafka's documented rotation: ``kafka-configs --entity-type brokers --entity-name <id>
+    --alter --add-config listener.name.<l>.ssl.keystore.location=<new store>``. New
+    connections get the new certificate at once and after a restart; a store whose certificate
+    changes the subject is refused (``ssl.allow.dn.changes``), and so is a cluster-wide update."""
+    import ssl
+
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    def served_serial(port: int) -> int:
+        from cryptography import x509
+
+        pem = ssl.get_server_certificate(("127.0.0.1", port), timeout=5)
+        return x509.load_pem_x509_certificate(pem.encode()).serial_number
+
+    def serial_of(issued) -> int:
+        from cryptography import x509
+
+        return x509.load_pem_x509_certificate(issued.cert.read_bytes()).serial_number
+
+    first = ca.issue("dyn-first", cn="broker1", hosts=("127.0.0.1",))
+    second = ca.issue("dyn-second", cn="broker1", hosts=("127.0.0.1",))
+    renamed = ca.issue("dyn-renamed", cn="somebody-else", hosts=("127.0.0.1",))
+    b = BrokerProcess(str(tmp_path / "data"))
+    b.ssl_port = free_port()
+    b.overrides.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SSL://127.0.0.1:{b.ssl_port}",
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(first.bundle),
+    })
+    b.start()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def alter(store):
+        entry = ConfigEntry("listener.name.ssl.ssl.keystore.location", str(store.bundle),
+                            incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])
+        return admin.incremental_alter_configs([resource])[resource]
+
+    try:
+        assert served_serial(b.ssl_port) == serial_of(first)
+        alter(second).result(20)
+        assert served_serial(b.ssl_port) == serial_of(second)
+        with pytest.raises(KafkaException, match="DistinguishedName does not match"):
+            alter(renamed).result(20)
+        from tests.support.raw import RawClient
+
+        with RawClient(b.bootstrap) as c:  # the cluster-wide default (an empty broker name)
+            r = c.call(44, 1, {"validate_only": False, "resources": [{
+                "resource_type": 4, "resource_name": "", "configs": [{
+                    "name": "listener.name.ssl.ssl.keystore.location", "config_operation": 0,
+                    "value": str(second.bundle)}]}]}).responses[0]
+        assert r.error_code == 42 and "default cluster level" in r.error_message, r  # INVALID_REQUEST
+        assert served_serial(b.ssl_port) == serial_of(second)
+        b.restart()
+        assert served_serial(b.ssl_port) == serial_of(second), "the dynamic store did not survive a restart"
+    finally:
+        b.kill9()

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -107,6 +107,11 @@ bench-cluster: tools
 # coordinators, ours then Apache Kafka.
 bench-eos: tools
 	$(PY) bench/cluster_bench.py --target both --phases eos $(ARGS)
+
+# What TLS 1.3 + SCRAM cost on one broker (throughput, CPU per GB, new connections), ours then
+# Apache Kafka.
+bench-tls: tools
+	$(PY) bench/tls_bench.py --target both $(ARGS)
 
 # Other projects' test suites and Kafka's tools against fresh brokers (one kbroker node, three,
 # then Apache Kafka 4.3.1 likewise); rewrites the matrix in compat/README.md. ARGS narrows it,

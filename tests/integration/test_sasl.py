@@ -26,6 +26,7 @@ from confluent_kafka.admin import (
 )
 
 from protocol.errors import ErrorCode
+from tests.integration.test_kafka_tools import kafka, kafka_libs  # noqa: F401  (fixture)
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import allow, create_topic, delivery_errors
 from tools.dev_ca import DevCA
@@ -562,3 +563,59 @@ def test_oauthbearer_unsecured_tokens_on_the_development_listener_only(oauth, to
     signed_only = {**unsecured, "bootstrap.servers": f"127.0.0.1:{oauth.oauth_port}", "log_level": 0}
     with pytest.raises(KafkaException):
         AdminClient(signed_only).list_topics(timeout=5)
+
+
+# --- Kafka's own tools and the Java client ---------------------------------------------------------
+
+def _java_client_properties(path, mechanism: str, user: str, password: str, tls=None) -> str:
+    module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if mechanism == "PLAIN"
+              else "org.apache.kafka.common.security.scram.ScramLoginModule")
+    lines = [f"security.protocol={'SASL_SSL' if tls else 'SASL_PLAINTEXT'}", f"sasl.mechanism={mechanism}",
+             f'sasl.jaas.config={module} required username="{user}" password="{password}";']
+    if tls is not None:
+        lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={tls.pem}"]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.kafka_tools
+@pytest.mark.parametrize("mechanism, user, password, tls", [
+    ("PLAIN", "admin", "admin-secret", False),
+    ("SCRAM-SHA-256", "carol", "carol-secret", False),
+    ("SCRAM-SHA-512", "dave", "dave-secret", True),
+])
+def test_kafka_tools_log_in_with_command_config(broker, ca, kafka_libs, tmp_path, topic_name,  # noqa: F811
+                                                mechanism, user, password, tls):
+    """Kafka's CLI tools (the Java client 4.3 inside) with ``--command-config``: each mechanism
+    logs in, the user sees what its ACLs allow, and a wrong password is one clear failure."""
+    make_topic(broker, topic_name)
+    port = broker.sasl_ssl_port if tls else broker.sasl_port
+    address = f"127.0.0.1:{port}"
+    config = _java_client_properties(tmp_path / "client.properties", mechanism, user, password, ca if tls else None)
+    if user != "admin":
+        allow(broker.bootstrap, topic_name, f"User:{user}", AclOperation.DESCRIBE)
+    listed = kafka("kafka-topics", "--bootstrap-server", address, "--command-config", config, "--list")
+    assert topic_name in listed.stdout.split()
+    if tls:  # the Java producer and consumer over SASL_SSL
+        allow(broker.bootstrap, topic_name, f"User:{user}", AclOperation.WRITE)
+        allow(broker.bootstrap, topic_name, f"User:{user}", AclOperation.READ)
+        group = f"g-{topic_name}"
+        from confluent_kafka.admin import AclBinding, AclPermissionType, ResourcePatternType, ResourceType
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.create_acls([AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL,
+                                               f"User:{user}", "*", AclOperation.READ,
+                                               AclPermissionType.ALLOW)]).values():
+            f.result(20)
+        kafka("kafka-console-producer", "--bootstrap-server", address, "--command-config", config,
+              "--topic", topic_name, input="from-the-java-client\n")
+        read = kafka("kafka-console-consumer", "--bootstrap-server", address, "--command-config", config,
+                     "--group", group, "--topic", topic_name, "--from-beginning", "--max-messages", "1",
+                     "--timeout-ms", "20000")
+        assert "from-the-java-client" in read.stdout
+    wrong = _java_client_properties(tmp_path / "wrong.properties", mechanism, user, "not-the-password",
+                                    ca if tls else None)
+    refused = kafka("kafka-topics", "--bootstrap-server", address, "--command-config", wrong, "--list",
+                    check=False)
+    assert refused.returncode != 0 and "Authentication failed" in refused.stdout + refused.stderr
+    assert broker.is_alive()

@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
     NewTopic,
 )
 
+from tests.integration.test_kafka_tools import kafka_libs  # noqa: F401  (fixture)
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import allow, consume_all, delivery_errors
 from tools.dev_ca import DevCA
@@ -274,3 +275,27 @@ def test_alter_configs_gives_a_listener_a_new_key_store(tmp_path, ca):
         assert served_serial(b.ssl_port) == serial_of(second), "the dynamic store did not survive a restart"
     finally:
         b.kill9()
+
+
+@pytest.mark.kafka_tools
+def test_kafka_tools_with_a_client_certificate(broker, ca, kafka_libs, tmp_path, topic_name):  # noqa: F811
+    """Kafka's CLI (the Java client) on the mutual-TLS listener with a PEM key store: its
+    certificate (CN=admin, a super user) is the principal; without a certificate it is refused."""
+    from tests.integration.test_kafka_tools import kafka
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)
+    address = f"127.0.0.1:{broker.mtls_port}"
+    trust = ["security.protocol=SSL", "ssl.truststore.type=PEM", f"ssl.truststore.location={ca.pem}"]
+    with_cert = tmp_path / "admin.properties"
+    with_cert.write_text("\n".join(trust + ["ssl.keystore.type=PEM", f"ssl.keystore.location={ca.admin.bundle}"]))
+    listed = kafka("kafka-topics", "--bootstrap-server", address, "--command-config", str(with_cert), "--list")
+    assert topic_name in listed.stdout.split()
+    without = tmp_path / "anonymous.properties"
+    # Under TLS 1.3 the client learns of the refusal as a closed connection, which the Java
+    # client retries until its API timeout: keep that short.
+    without.write_text("\n".join(trust + ["default.api.timeout.ms=8000", "request.timeout.ms=4000"]))
+    refused = kafka("kafka-topics", "--bootstrap-server", address, "--command-config", str(without), "--list",
+                    check=False, timeout=60)
+    assert refused.returncode != 0
+    assert broker.is_alive()

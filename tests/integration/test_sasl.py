@@ -619,3 +619,22 @@ def test_kafka_tools_log_in_with_command_config(broker, ca, kafka_libs, tmp_path
                     check=False)
     assert refused.returncode != 0 and "Authentication failed" in refused.stdout + refused.stderr
     assert broker.is_alive()
+
+
+async def test_aiokafka_with_scram_over_sasl_ssl(broker, ca, topic_name):
+    import ssl as ssl_module
+
+    from aiokafka import AIOKafkaProducer
+
+    make_topic(broker, topic_name)
+    allow(broker.bootstrap, topic_name, "User:dave")
+    p = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.sasl_ssl_port}", security_protocol="SASL_SSL",
+                         ssl_context=ssl_module.create_default_context(cafile=str(ca.pem)),
+                         sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="dave",
+                         sasl_plain_password="dave-secret", acks="all")
+    await p.start()
+    try:
+        meta = await p.send_and_wait(topic_name, b"from-aiokafka")
+        assert meta.offset >= 0
+    finally:
+        await p.stop()

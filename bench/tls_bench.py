@@ -28,7 +28,6 @@ import os
 import socket
 import ssl
 import statistics
-import struct
 import sys
 import tempfile
 import time
@@ -156,50 +155,23 @@ def produce(target, ca: DevCA, secure: bool, mb: float, run: int) -> dict:
     return {"mb_s": n * 1024 / 1e6 / seconds, "cpu_s_per_gb": cpu / (n * 1024 / 1e9)}
 
 
-def _frame(api_key: int, version: int, cid: int, body: bytes) -> bytes:
-    client = b"tls-bench"
-    header = struct.pack(">hhih", api_key, version, cid, len(client)) + client
-    return struct.pack(">i", len(header) + len(body)) + header + body
-
-
-def _recv(sock) -> bytes:
-    def exact(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            chunk = sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("closed")
-            buf += chunk
-        return buf
-    (size,) = struct.unpack(">i", exact(4))
-    return exact(size)
-
-
-def _authenticate(sock, token: bytes, cid: int) -> bytes:
-    """SaslAuthenticate v1 (non-flexible): the server's token."""
-    sock.sendall(_frame(36, 1, cid, struct.pack(">i", len(token)) + token))
-    body = _recv(sock)[4:]
-    error = struct.unpack_from(">h", body, 0)[0]
-    if error:
-        raise ConnectionError(f"SaslAuthenticate error {error}")
-    msg_len = struct.unpack_from(">h", body, 2)[0]
-    pos = 4 + max(msg_len, 0)
-    (n,) = struct.unpack_from(">i", body, pos)
-    return body[pos + 4:pos + 4 + n]
-
-
 def connect_once(port: int, context: ssl.SSLContext) -> None:
+    """One TLS connection and SCRAM login (SaslHandshake v1, SaslAuthenticate v2 twice), closed."""
     from scramp import ScramClient
+
+    from tests.support.raw import RawClient
 
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
             context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
-        mech = SCRAM.encode()
-        sock.sendall(_frame(17, 1, 1, struct.pack(">h", len(mech)) + mech))
-        _recv(sock)
+        c = RawClient.__new__(RawClient)  # the raw client's codec over this TLS socket
+        c.sock, c.correlation_id = sock, 0
+        assert c.call(17, 1, {"mechanism": SCRAM}).error_code == 0
         client = ScramClient([SCRAM], USER, PASSWORD)
-        server_first = _authenticate(sock, client.get_client_first().encode(), 2)
-        client.set_server_first(server_first.decode())
-        client.set_server_final(_authenticate(sock, client.get_client_final().encode(), 3).decode())
+        first = c.call(36, 2, {"auth_bytes": client.get_client_first().encode()})
+        client.set_server_first(bytes(first.auth_bytes).decode())
+        final = c.call(36, 2, {"auth_bytes": client.get_client_final().encode()})
+        assert final.error_code == 0, final.error_message
+        client.set_server_final(bytes(final.auth_bytes).decode())
 
 
 def connect(target, ca: DevCA, seconds: float) -> dict:

@@ -83,11 +83,7 @@ class _Connection:
             self.reader, self.writer = reader, writer
             self.reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader, writer))
             if sasl is not None:
-                try:
-                    await asyncio.wait_for(self._login(sasl), timeout)
-                except BaseException:
-                    self.close()
-                    raise
+                await self._login_or_close(sasl, timeout)
             self.authenticated = True
 
     async def _reauthenticate(self, sasl: SaslClient, timeout: float) -> None:
@@ -95,12 +91,16 @@ class _Connection:
         the connect lock meanwhile (the broker admits nothing but the SASL requests until the
         login completes); requests already in flight are answered first, in order."""
         self.authenticated = False
+        await self._login_or_close(sasl, timeout)
+        self.authenticated = True
+
+    async def _login_or_close(self, sasl: SaslClient, timeout: float) -> None:
+        """A login that fails (or times out) drops the connection."""
         try:
             await asyncio.wait_for(self._login(sasl), timeout)
         except BaseException:
             self.close()
             raise
-        self.authenticated = True
 
     async def _login(self, sasl: SaslClient) -> None:
         """SaslHandshake v1, then SaslAuthenticate until the mechanism is done; a session

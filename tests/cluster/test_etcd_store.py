@@ -5,6 +5,7 @@ certificates) or with etcd's own users."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import aetcd
@@ -96,67 +97,59 @@ def test_a_partition_changes_only_at_the_revision_it_was_read(etcd):
     asyncio.run(scenario())
 
 
-def test_etcd_over_tls_with_client_certificates(tmp_path):
-    """The secure development cluster's etcd: TLS, and only clients with a certificate from its
-    CA. A broker's store with the certificate works; one without is refused."""
+@contextlib.contextmanager
+def own_etcd(tmp_path, security: bool = False):
+    """An etcd of the test's own (the secure development cluster's when ``security``)."""
     require_etcd()
-    cluster = DevCluster(str(tmp_path), nodes=0, security=True)
+    cluster = DevCluster(str(tmp_path), nodes=0, security=security)
     cluster.start_etcd()
-    sec = cluster.security
-    endpoint = f"127.0.0.1:{cluster.etcd_port}"
-
-    async def scenario():
-        store = EtcdMetadataStore(1, endpoint, prefix="/tls-test", session_timeout_ms=3000, security=EtcdSecurity(
-            str(sec.ca.pem), str(sec.etcd_client_cert.cert), str(sec.etcd_client_cert.key)))
-        await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
-        try:
-            await store.create_topic("over-tls", [[1]], {})
-            assert "over-tls" in store.topics
-        finally:
-            await store.stop()
-        anonymous = EtcdClient("127.0.0.1", cluster.etcd_port, EtcdSecurity(ca_file=str(sec.ca.pem)), timeout=5)
-        with pytest.raises(ETCD_ERRORS):
-            await anonymous.get(b"/tls-test/cluster_id")
-        await anonymous.close()
-
     try:
-        asyncio.run(scenario())
+        yield cluster
     finally:
         cluster.stop_etcd()
 
 
+async def _store_works_and_others_are_refused(port: int, prefix: str, security: EtcdSecurity,
+                                              refused: aetcd.Client) -> None:
+    """A store with ``security`` registers and creates a topic; ``refused`` cannot even read."""
+    store = EtcdMetadataStore(1, f"127.0.0.1:{port}", prefix=prefix, session_timeout_ms=3000, security=security)
+    await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
+    try:
+        await store.create_topic("t", [[1]], {})
+        assert "t" in store.topics
+    finally:
+        await store.stop()
+    with pytest.raises(ETCD_ERRORS):
+        await refused.get(f"{prefix}/cluster_id".encode())
+    await refused.close()
+
+
+def test_etcd_over_tls_with_client_certificates(tmp_path):
+    """The secure development cluster's etcd: TLS, and only clients with a certificate from its
+    CA. A broker's store with the certificate works; a client without one is refused."""
+    with own_etcd(tmp_path, security=True) as cluster:
+        sec = cluster.security
+        mine = EtcdSecurity(str(sec.ca.pem), str(sec.etcd_client_cert.cert), str(sec.etcd_client_cert.key))
+        anonymous = EtcdClient("127.0.0.1", cluster.etcd_port, EtcdSecurity(ca_file=str(sec.ca.pem)), timeout=5)
+        asyncio.run(_store_works_and_others_are_refused(cluster.etcd_port, "/tls-test", mine, anonymous))
+
+
 def test_etcd_users_and_passwords(tmp_path):
     """etcd's role-based authentication: the store logs in with metadata.etcd.username/password;
-    without them etcd refuses it."""
+    a client without them is refused."""
     from aetcd import rpc
 
-    require_etcd()
-    cluster = DevCluster(str(tmp_path), nodes=0)
-    cluster.start_etcd()
-    endpoint = f"127.0.0.1:{cluster.etcd_port}"
-
-    async def scenario():
-        admin = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port)
+    async def enable_auth(port: int) -> None:
+        admin = aetcd.Client(host="127.0.0.1", port=port)
         await admin.connect()
         auth = rpc.AuthStub(admin.channel)
         await auth.UserAdd(rpc.AuthUserAddRequest(name="root", password="root-secret"))
         await auth.UserGrantRole(rpc.AuthUserGrantRoleRequest(user="root", role="root"))
         await auth.AuthEnable(rpc.AuthEnableRequest())
         await admin.close()
-        store = EtcdMetadataStore(1, endpoint, prefix="/auth-test", session_timeout_ms=3000,
-                                  security=EtcdSecurity(username="root", password="root-secret"))
-        await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
-        try:
-            await store.create_topic("with-a-user", [[1]], {})
-            assert "with-a-user" in store.topics
-        finally:
-            await store.stop()
-        anonymous = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port, timeout=5)
-        with pytest.raises(ETCD_ERRORS):
-            await anonymous.get(b"/auth-test/cluster_id")
-        await anonymous.close()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        cluster.stop_etcd()
+    with own_etcd(tmp_path) as cluster:
+        asyncio.run(enable_auth(cluster.etcd_port))
+        anonymous = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port, timeout=5)
+        asyncio.run(_store_works_and_others_are_refused(
+            cluster.etcd_port, "/auth-test", EtcdSecurity(username="root", password="root-secret"), anonymous))

@@ -173,3 +173,27 @@ def test_mapping_rules_without_a_match_or_malformed():
     with pytest.raises(ValueError):
         parse_rules("RULES:nonsense")
     assert SslPrincipalMapper("").principal_name("CN=a") == "CN=a"
+
+
+def test_a_dynamic_store_update_keeps_the_certificates_identity(ca):
+    """AlterConfigs on a listener's stores (Kafka's SslFactory validation): the new stores must
+    load, and the certificate keep its subject and alternative names unless
+    ssl.allow.dn.changes / ssl.allow.san.changes say otherwise."""
+    from security.ssl_factory import check_reconfiguration, dynamic_store_listener
+
+    assert dynamic_store_listener("listener.name.external.ssl.keystore.location") == "EXTERNAL"
+    assert dynamic_store_listener("listener.name.external.ssl.client.auth") is None  # not a store key
+    assert dynamic_store_listener("ssl.keystore.location") is None  # per listener only
+    old = ssl_settings(pem_server(ca), "EXTERNAL")
+    same = ca.issue("same-identity", cn="broker1", hosts=("127.0.0.1", "localhost"))
+    check_reconfiguration(old, ssl_settings(pem_server(ca, **{"ssl.keystore.location": str(same.bundle)})))
+    renamed = ca.issue("renamed", cn="broker9", hosts=("127.0.0.1", "localhost"))
+    with pytest.raises(SslConfigError, match="DistinguishedName does not match"):
+        check_reconfiguration(old, ssl_settings(pem_server(ca, **{"ssl.keystore.location": str(renamed.bundle)})))
+    check_reconfiguration(old, ssl_settings(pem_server(ca, **{"ssl.keystore.location": str(renamed.bundle),
+                                                               "ssl.allow.dn.changes": "true"})))
+    moved = ca.issue("moved", cn="broker1", hosts=("10.0.0.1",))
+    with pytest.raises(SslConfigError, match="SubjectAltNames do not match"):
+        check_reconfiguration(old, ssl_settings(pem_server(ca, **{"ssl.keystore.location": str(moved.bundle)})))
+    with pytest.raises(SslConfigError):
+        check_reconfiguration(old, ssl_settings(pem_server(ca, **{"ssl.keystore.location": str(ca.pem)})))

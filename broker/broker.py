@@ -45,6 +45,7 @@ from storage.log_manager import LogManager
 from .config import BrokerConfig
 from .config_admin import load_dynamic_broker_configs
 from .metrics import Metrics, serve_metrics
+from .quotas import FETCH, PRODUCE, ClientQuotaManager
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import KafkaConnection
@@ -83,6 +84,7 @@ class Broker:
                                               self.node_id)
         self.controller: Controller | None = None
         self.authorizer = _authorizer(config)
+        self.quotas = {kind: ClientQuotaManager(kind, lambda: self.metadata.client_quotas) for kind in (PRODUCE, FETCH)}
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
         self.share_group_coordinator = None

@@ -46,6 +46,9 @@ class ConnectionInfo(Protocol):
     def authentication_failed(self, reason: str) -> None:
         """The SASL exchange failed: the connection closes once the answer is sent."""
 
+    def throttle(self, ms: int) -> None:
+        """Read no further request for ``ms`` after this one's answer (KIP-219's mute)."""
+
 
 class RequestContext:
     """One request: its header, its connection and what a handler may use (``services``)."""
@@ -56,6 +59,17 @@ class RequestContext:
         self.header = header
         self.connection = connection
         self.api_version = header.api_version
+
+    def throttle_time_ms(self, kind: str, size: int) -> int:
+        """Count ``size`` bytes against the caller's ``kind`` quota (broker.quotas); a positive
+        answer is the throttle time, and the connection is muted for it."""
+        from .quotas import user_name
+
+        ms = self.services.quotas[kind].record(user_name(self.principal), self.header.client_id or "", size)
+        if ms > 0:
+            self.connection.throttle(ms)
+            self.services.metrics.quota_throttle_time.labels(kind).inc(ms)
+        return ms
 
     @property
     def principal(self) -> str:

@@ -59,6 +59,7 @@ class KafkaConnection(asyncio.Protocol):
         self.security = security
         self.principal = ANONYMOUS  # authenticated in connection_made (TLS) or by SASL
         self.session_expiry: float | None = None  # time.monotonic(); set by a SASL login
+        self.muted_until = 0.0  # time.monotonic(): a quota's throttle (KIP-219)
         self.sasl = security.sasl_authenticator()  # None unless SASL_PLAINTEXT / SASL_SSL
         self.buffer = bytearray()
         self.frames: deque[bytes] = deque()
@@ -152,6 +153,9 @@ class KafkaConnection(asyncio.Protocol):
                 if response is not None and not self.transport.is_closing():
                     # (size + header, body): large fetch bodies are not copied into one buffer.
                     self.transport.writelines(response)
+                muted = self.muted_until - time.monotonic()
+                if muted > 0:  # throttled: the next request waits, as Kafka mutes the channel
+                    await asyncio.sleep(muted)
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler must not take the broker down
@@ -236,6 +240,9 @@ class KafkaConnection(asyncio.Protocol):
         return codec.frame_prefix(spec.key, api_version, correlation_id, len(body)), body
 
     # --- authentication (the SASL handlers' side of the connection) ----------------------------
+
+    def throttle(self, ms: int) -> None:
+        self.muted_until = max(self.muted_until, time.monotonic() + ms / 1000)
 
     def authenticated(self, principal: str, session_lifetime_ms: int = 0, reauthenticated: bool = False) -> None:
         self.principal = principal

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from .config import BrokerConfig
     from .metrics import Metrics
+    from .quotas import ClientQuotaManager
     from .replica_manager import ReplicaManager
 
 
@@ -54,6 +55,7 @@ class BrokerServices(Protocol):
     txn_services: PartitionVerifier
     dynamic_broker_configs: Any
     authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything allowed
+    quotas: dict[str, ClientQuotaManager]  # producer_byte_rate / consumer_byte_rate
 
     @property
     def cluster_id(self) -> str: ...

@@ -28,6 +28,8 @@ Behavior:
   this broker does not lead is NOT_LEADER_OR_FOLLOWER.
 - When the flush policy asks for it (log.flush.interval.messages/ms), the response waits for
   the group-committed fsync.
+- A client over its ``producer_byte_rate`` quota gets ``throttle_time_ms`` and its connection
+  reads nothing more until that time has passed (broker/quotas.py).
 - v0-2 are advertised (librdkafka enables gzip/snappy only when v0 is in the range) but
   refused with UNSUPPORTED_VERSION per partition, as Kafka 4.x does.
 - v13 names topics by id (KIP-516): an id no topic has (the zero id included) gets
@@ -56,6 +58,7 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize, denied
+from ..quotas import PRODUCE
 from ..request_context import NO_RESPONSE, CloseConnection, RequestContext
 
 VALID_ACKS = (0, 1, -1)
@@ -120,11 +123,14 @@ async def handle_produce(ctx: RequestContext, request):
         await rm.flush(flush_targets)
     if delayed:
         await _await_replication(ctx, delayed, request.timeout.total_seconds())
+    throttle = ctx.throttle_time_ms(PRODUCE, sum(len(pd.records or b"") for t in request.topic_data
+                                                 for pd in t.partition_data))
     if acks == 0:
         if any_error:
             raise CloseConnection("error on an acks=0 produce")
         return NO_RESPONSE
-    return fast.encode_produce_response(version, results, node_endpoints=_leader_endpoints(ctx, results))
+    return fast.encode_produce_response(version, results, throttle_time_ms=throttle,
+                                        node_endpoints=_leader_endpoints(ctx, results))
 
 
 def _transactional_id_authorized(ctx: RequestContext, transactional_id: str | None) -> bool:

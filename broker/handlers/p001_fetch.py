@@ -23,6 +23,9 @@ Behavior:
   instead of long-polling, so the advanced high watermark reaches it without waiting for data.
 - With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION on the
   cluster (never READ on the topic); else TOPIC_AUTHORIZATION_FAILED per partition.
+- A consumer over its ``consumer_byte_rate`` quota gets an empty answer with
+  ``throttle_time_ms``, and its connection reads nothing more until that time has passed
+  (broker/quotas.py; Kafka's throttled fetch response).
 
 Version notes:
 - v4 isolation level, LSO, aborted transactions; v5 log start offset; v7 sessions;
@@ -49,6 +52,7 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.leader_epoch import UNDEFINED_EPOCH
 
 from ..authorization import AclOperation, ResourceType, authorize_cluster, denied
+from ..quotas import FETCH, user_name
 from ..request_context import RequestContext
 
 READ_COMMITTED = 1
@@ -77,9 +81,15 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
         if time.monotonic() >= deadline:
             topics, total, waitable, urgent = _read_all(ctx, request, version, isolation, unauthorized)
             break
+    throttle = 0
+    if _replica_id(request, version) < 0:
+        throttle = ctx.throttle_time_ms(FETCH, total)
+        if throttle:  # Kafka's getThrottledResponse: nothing is sent, nothing counted
+            ctx.services.quotas[FETCH].unrecord(user_name(ctx.principal), ctx.header.client_id or "", total)
+            topics, total = [], 0
     if total:
         ctx.services.metrics.bytes_out.labels("all").inc(total)
-    return fast.encode_fetch_response(version, 0, 0, topics)
+    return fast.encode_fetch_response(version, 0, 0, topics, throttle_time_ms=throttle)
 
 
 def _resolve_topic(ctx: RequestContext, ft, version: int):

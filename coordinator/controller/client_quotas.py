@@ -9,8 +9,9 @@ An entity is a set of (entity type, name) with types ``user``, ``client-id`` and
 ``{entity key: {quota key: value}}`` where the entity key is :func:`entity_key` (JSON of the
 sorted pairs), so every broker of a cluster sees the same quotas and they survive restarts.
 
-Differs from Kafka: nothing enforces the quotas (no produce/fetch/request throttling, no
-connection-rate limit); they are stored and described only.
+The byte rates (``producer_byte_rate``, ``consumer_byte_rate``) are enforced by
+``broker/quotas.py``. Differs from Kafka: ``request_percentage``, ``controller_mutation_rate``
+and ``connection_creation_rate`` are stored and described only (nothing throttles by them).
 """
 
 from __future__ import annotations

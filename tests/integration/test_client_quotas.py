@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from protocol import records as rb
 from protocol.errors import ErrorCode
 from tests.support.raw import RawClient
 
@@ -114,3 +115,48 @@ def test_describe_client_quotas_checks_default_and_specified_matches(broker):
                 {"entity_type": "user", "match_type": match_type, "match": "x"}]})
             assert (r.error_code, r.error_message, r.entries) == (
                 INVALID, f"Request specified MATCH_TYPE_{name}, but also specified a match string.", None)
+
+
+def test_byte_rate_quotas_throttle_producers_and_consumers_over_them(own_broker):
+    """producer_byte_rate / consumer_byte_rate are enforced (Kafka's ClientQuotaManager): a
+    client over its quota gets throttle_time_ms (a throttled fetch comes back empty), other
+    clients do not, and a throttled confluent-kafka producer still delivers everything."""
+    from confluent_kafka import Producer
+
+    from tests.support.clients import consume_all, create_topic
+    from tests.support.raw import produce_request
+
+    b = own_broker()
+    topic = "quota-topic"
+    create_topic(b.bootstrap, topic)
+    assert alter(b.bootstrap, [({"client-id": "slow"}, {"producer_byte_rate": 20_000.0,
+                                                        "consumer_byte_rate": 20_000.0})])[0][0] == 0
+    value = b"x" * 100_000
+    p = Producer({"bootstrap.servers": b.bootstrap, "client.id": "slow", "linger.ms": 0})
+    for _ in range(6):  # 600 KB: more than 10 s' worth of 20 KB/s
+        p.produce(topic, value)
+    assert p.flush(60) == 0
+    records = bytes(rb.build_batch([(b"k", value)], timestamp=1_700_000_000_000))
+    for client_id, throttled in (("slow", True), ("fast", False)):  # a throttled connection is muted
+        with RawClient(b.bootstrap) as c:
+            c.client_id = client_id
+            r = c.request(0, 9, produce_request(topic, records, acks=1))
+            assert r.responses[0].partition_responses[0].error_code == 0
+            assert (r.throttle_time.total_seconds() > 0) == throttled, (client_id, r.throttle_time)
+    assert len(consume_all(b.bootstrap, topic, 1, 8, timeout=60)) == 8  # a consumer without a quota
+    fetch = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 22, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+             "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                         "last_fetched_epoch": -1, "log_start_offset": -1,
+                                                         "partition_max_bytes": 1 << 22}]}]}
+    with RawClient(b.bootstrap, timeout=30) as c:
+        c.client_id = "slow"
+        for _ in range(3):  # 800 KB a fetch: over 10 s' worth of 20 KB/s by the second
+            r = c.call(1, 12, fetch)
+            if r.throttle_time.total_seconds() > 0:
+                break
+        assert r.throttle_time.total_seconds() > 0 and r.responses == (), "a throttled fetch answers no data"
+    with RawClient(b.bootstrap, timeout=30) as c:
+        c.client_id = "fast"
+        r = c.call(1, 12, fetch)
+        assert r.throttle_time.total_seconds() == 0 and r.responses[0].partitions[0].records

@@ -15,6 +15,8 @@ from protocol.fast import skip_tagged_fields
 
 
 class RawClient:
+    client_id = "raw-test"  # the request header's client id (quotas are per client id)
+
     def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
@@ -88,7 +90,7 @@ class RawClient:
         self.correlation_id += 1
         out = io.BytesIO()
         entity_writer(request_class(api_key, version))(out, body)
-        self.send_frame(self.header(api_key, version, self.correlation_id) + out.getvalue())
+        self.send_frame(self.header(api_key, version, self.correlation_id, self.client_id) + out.getvalue())
 
     def request(self, api_key: int, version: int, body) -> object:
         """Send a kio request entity and decode the kio response entity."""

@@ -1,0 +1,67 @@
+"""Byte-rate quotas (broker/quotas.py) on a fake clock: which stored quota applies to a client,
+Kafka's windowed rate (at least ten seconds' worth before a fresh client is throttled), the
+throttle time and its cap, and the bytes a throttled fetch gives back."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.quotas import FETCH, PRODUCE, WINDOW_S, WINDOWS, ClientQuotaManager, user_name
+from coordinator.controller.client_quotas import entity_key
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manager(quotas: dict, kind: str = PRODUCE) -> tuple[ClientQuotaManager, Clock]:
+    clock = Clock()
+    stored = {entity_key(tuple(e)): q for e, q in quotas.items()}
+    return ClientQuotaManager(kind, lambda: stored, clock), clock
+
+
+U, C = "user", "client-id"
+
+
+@pytest.mark.parametrize("user, client, expected", [
+    ("alice", "app", 1.0),     # user and client-id
+    ("alice", "other", 2.0),   # user and the default client-id
+    ("bob", "app", 4.0),       # the default user and client-id
+    ("bob", "other", 5.0),     # the default user and the default client-id
+])
+def test_the_most_specific_quota_applies(user, client, expected):
+    m, _ = manager({((U, "alice"), (C, "app")): {PRODUCE: 1.0}, ((U, "alice"), (C, None)): {PRODUCE: 2.0},
+                    ((U, "alice"),): {PRODUCE: 3.0}, ((U, None), (C, "app")): {PRODUCE: 4.0},
+                    ((U, None), (C, None)): {PRODUCE: 5.0}, ((C, "app"),): {PRODUCE: 7.0}})
+    assert m.quota_for(user, client)[1] == expected
+
+
+def test_client_id_quotas_and_none():
+    m, _ = manager({((C, "app"),): {PRODUCE: 7.0}, ((C, None),): {FETCH: 8.0}})
+    assert m.quota_for("anyone", "app")[1] == 7.0
+    assert m.quota_for("anyone", "other") is None  # the default client-id has no producer quota
+    assert m.record("anyone", "other", 10**9) == 0
+
+
+def test_a_fresh_client_gets_ten_seconds_worth_then_is_throttled_by_kafkas_formula():
+    m, clock = manager({((C, "app"),): {PRODUCE: 1000.0}})
+    assert m.record("u", "app", 9_000) == 0  # 9000 B over a window of at least 10 s: 900 B/s
+    ms = m.record("u", "app", 6_000)  # 15000 B / 10 s = 1500 B/s: (1500 - 1000) / 1000 * 10 s
+    assert ms == 5_000
+    clock.now += 30  # the samples expire
+    assert m.record("u", "app", 100) == 0
+
+
+def test_the_throttle_is_capped_at_the_whole_window_and_a_fetch_can_give_bytes_back():
+    m, _ = manager({((U, "alice"),): {FETCH: 10.0}}, FETCH)
+    assert m.record("alice", "c", 10**9) == int(WINDOWS * WINDOW_S * 1000)
+    m.unrecord("alice", "c", 10**9)
+    assert m.record("alice", "c", 1) == 0
+
+
+def test_principals_are_quota_users():
+    assert user_name("User:alice") == "alice" and user_name("User:ANONYMOUS") == "ANONYMOUS"

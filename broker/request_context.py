@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from .quotas import user_name
+
 if TYPE_CHECKING:
     from protocol import codec
     from security.sasl import SaslServerAuthenticator
@@ -63,8 +65,6 @@ class RequestContext:
     def throttle_time_ms(self, kind: str, size: int) -> int:
         """Count ``size`` bytes against the caller's ``kind`` quota (broker.quotas); a positive
         answer is the throttle time, and the connection is muted for it."""
-        from .quotas import user_name
-
         ms = self.services.quotas[kind].record(user_name(self.principal), self.header.client_id or "", size)
         if ms > 0:
             self.connection.throttle(ms)

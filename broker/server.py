@@ -239,10 +239,11 @@ class KafkaConnection(asyncio.Protocol):
             return None
         return codec.frame_prefix(spec.key, api_version, correlation_id, len(body)), body
 
-    # --- authentication (the SASL handlers' side of the connection) ----------------------------
-
     def throttle(self, ms: int) -> None:
+        """A quota's throttle: the worker reads the next request only after ``ms``."""
         self.muted_until = max(self.muted_until, time.monotonic() + ms / 1000)
+
+    # --- authentication (the SASL handlers' side of the connection) ----------------------------
 
     def authenticated(self, principal: str, session_lifetime_ms: int = 0, reauthenticated: bool = False) -> None:
         self.principal = principal

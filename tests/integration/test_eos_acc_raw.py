@@ -96,18 +96,23 @@ def test_retry_inside_window_gets_original_offset_outside_or_gap_out_of_order(eo
     assert values_of(drain(bs, topic_name, isolation="read_uncommitted")) == expected
 
 
+def _transaction_on_a_new_topic(c, bs: str, topic: str, txid: str) -> tuple[int, int]:
+    """A one-partition topic and a transaction of ``txid`` that holds its partition: (pid, epoch)."""
+    create_topic(bs, topic, 1)
+    r = init_producer_id(c, txid)
+    assert add_partitions(c, txid, r.producer_id, r.producer_epoch, {topic: [0]}) == {(topic, 0): ErrorCode.none}
+    return r.producer_id, r.producer_epoch
+
+
 def test_batch_repeating_an_ended_transactions_sequences_is_not_a_duplicate(eos_broker, topic_name):
     """Transaction 1 appends sequences 0-2 and is aborted; transaction 2 of the same epoch sends
     three other records as sequences 0-2 (what librdkafka does when the abort purged messages
     whose produce it believed had failed). Taking them for a retry would acknowledge them at the
     aborted records' offsets and commit nothing: a lost write."""
     bs = eos_broker.bootstrap
-    create_topic(bs, topic_name, 1)
     txid = f"{topic_name}-tx"
     with raw(bs) as c:
-        r = init_producer_id(c, txid)
-        pid, e = r.producer_id, r.producer_epoch
-        assert add_partitions(c, txid, pid, e, {topic_name: [0]}) == {(topic_name, 0): ErrorCode.none}
+        pid, e = _transaction_on_a_new_topic(c, bs, topic_name, txid)
         aborted = batch([b"a0", b"a1", b"a2"], pid, e, 0, transactional=True)
         assert produce(c, topic_name, aborted, txid).error_code == ErrorCode.none
         assert end_txn(c, txid, pid, e, commit=False) == ErrorCode.none
@@ -154,12 +159,9 @@ def test_stale_epoch_produce_is_invalid_producer_epoch_idempotent(eos_broker, to
 
 def test_stale_epoch_produce_is_invalid_producer_epoch_transactional(eos_broker, topic_name):
     bs = eos_broker.bootstrap
-    create_topic(bs, topic_name, 1)
     txid = f"{topic_name}-tx"
     with raw(bs) as c:
-        r = init_producer_id(c, txid)
-        pid, e = r.producer_id, r.producer_epoch
-        assert add_partitions(c, txid, pid, e, {topic_name: [0]}) == {(topic_name, 0): ErrorCode.none}
+        pid, e = _transaction_on_a_new_topic(c, bs, topic_name, txid)
         assert produce(c, topic_name, batch([b"old"], pid, e, 0, transactional=True), txid).error_code == 0
         assert end_txn(c, txid, pid, e, commit=True) == ErrorCode.none
         r = init_producer_id(c, txid, retry=[ErrorCode.concurrent_transactions])

@@ -99,7 +99,10 @@ class JwksSource:
 
     def key(self, kid: str | None):
         """The signing key for ``kid`` (a key set of one key also serves tokens without one)."""
-        if self._stale() or (kid not in self._keys and time.monotonic() - self._loaded_at > 1.0):
+        # An unknown key id may be a rotation: look again, but not more often than this (a
+        # fetch over http(s) blocks the event loop, and anyone can send a token with any kid).
+        retry_s = 1.0 if self.path is not None else 30.0
+        if self._stale() or (kid not in self._keys and time.monotonic() - self._loaded_at > retry_s):
             try:
                 self._load()
             except (OSError, ValueError) as exc:

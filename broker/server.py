@@ -31,7 +31,7 @@ from protocol.errors import InvalidRequest
 from security.authenticator import PLAINTEXT, ListenerSecurity
 from security.authorizer import java_host_address
 from security.principal import ANONYMOUS, NoMatchingRule
-from security.sasl import SASL_HANDSHAKE, IllegalSaslState
+from security.sasl import SASL_HANDSHAKE, AuthenticationFailed, IllegalSaslState
 
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
@@ -163,6 +163,8 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
 
     async def _handle(self, frame: bytes) -> tuple[bytes, bytes] | None:
+        if self.sasl is not None and self.sasl.awaiting_raw_token:
+            return self._raw_sasl_token(frame)
         try:
             api_key, api_version, correlation_id = codec.parse_header_prefix(frame)
         except InvalidRequest:
@@ -229,6 +231,19 @@ class KafkaConnection(asyncio.Protocol):
             self._close_for("sasl_illegal_state", api=api_name, detail=str(exc))
             return False
         return True
+
+    def _raw_sasl_token(self, token: bytes) -> tuple[bytes, bytes] | None:
+        """A SASL token after a v0 SaslHandshake: the mechanism's answer as a bare frame. A
+        failure cannot be told in this framing: the connection just closes (delayed)."""
+        sasl = self.sasl
+        try:
+            answer = sasl.authenticate(token)
+        except AuthenticationFailed as exc:
+            self.authentication_failed(f"{exc}: {exc.detail}" if exc.detail else str(exc))
+            return None
+        if sasl.complete:
+            self.authenticated(sasl.principal, sasl.session_lifetime_ms)
+        return _SIZE.pack(len(answer)), answer
 
     def _refuse(self, spec, frame: bytes, api_version: int, correlation_id: int) -> tuple[bytes, bytes] | None:
         try:

@@ -25,8 +25,12 @@ next request, as Kafka's ``Processor`` does.
 
 OAUTHBEARER's tokens are validated by :mod:`.oauthbearer`.
 
-Differs from Kafka: no GSSAPI; tokens travel in SaslAuthenticate only (the v1
-SaslHandshake flow every current client uses), not as v0 raw frames.
+Token framing follows the SaslHandshake version, as Kafka's: after v1 the tokens travel in
+SaslAuthenticate requests; after v0 (pre-1.0 clients) each token is a bare size-prefixed frame
+each way, a failure has no answer and only closes the connection, and the session's end closes
+it because such a client cannot re-authenticate.
+
+Differs from Kafka: no GSSAPI (nor the pre-KIP-43 GSSAPI token without any handshake).
 """
 
 from __future__ import annotations
@@ -341,10 +345,16 @@ class SaslServerAuthenticator:
         self.principal: str | None = None
         self.reauthenticating: Reauthentication | None = None
         self.last_reauth_start: float | None = None
+        self.raw_tokens = False  # SaslHandshake v0: tokens as bare size-prefixed frames
 
     @property
     def complete(self) -> bool:
         return self.state is SaslState.COMPLETE
+
+    @property
+    def awaiting_raw_token(self) -> bool:
+        """The next frame is a bare SASL token, not a request (after a v0 SaslHandshake)."""
+        return self.raw_tokens and self.state is SaslState.AUTHENTICATE
 
     @property
     def session_lifetime_ms(self) -> int:
@@ -375,11 +385,13 @@ class SaslServerAuthenticator:
             raise IllegalSaslState(f"Unexpected Kafka request of type {api_key} during SASL "
                                    f"{self.state.value}")
 
-    def handshake(self, mechanism: str) -> bool:
-        """SaslHandshake: False (UNSUPPORTED_SASL_MECHANISM) for a mechanism not enabled."""
+    def handshake(self, mechanism: str, version: int = 1) -> bool:
+        """SaslHandshake: False (UNSUPPORTED_SASL_MECHANISM) for a mechanism not enabled;
+        ``version`` 0 makes the tokens that follow bare frames."""
         if mechanism not in self.config.mechanisms:
             return False
         self.mechanism = mechanism
+        self.raw_tokens = version == 0
         if mechanism == PLAIN:
             self.server = PlainServer(self.config.plain_users)
         elif mechanism == oauthbearer.MECHANISM:

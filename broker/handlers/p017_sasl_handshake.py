@@ -1,4 +1,4 @@
-"""SaslHandshake: v1
+"""SaslHandshake: v0-1
 
 Behavior:
 - On a SASL_PLAINTEXT or SASL_SSL listener, before authentication: picks the mechanism for the
@@ -11,10 +11,9 @@ Behavior:
   within a second of the previous one): ILLEGAL_SASL_STATE.
 
 Version notes:
-- v1 means the tokens travel in SaslAuthenticate requests, which every current client uses.
-
-Differs from Kafka: v0 (tokens as raw frames after the handshake) is not served; a v0
-request closes the connection as any unsupported version does.
+- v1: the tokens travel in SaslAuthenticate requests, as every current client sends them.
+- v0 (clients before Kafka 1.0): each token is a bare size-prefixed frame each way (the
+  connection reads them so, :meth:`KafkaConnection._raw_sasl_token`).
 """
 
 from __future__ import annotations
@@ -26,12 +25,12 @@ from security.sasl import SaslState
 from ..request_context import RequestContext
 
 
-@register(17, 1, 1)
+@register(17, 0, 1)
 async def handle_sasl_handshake(ctx: RequestContext, request) -> dict:
     sasl = getattr(ctx.connection, "sasl", None)
     if sasl is None or sasl.state is not SaslState.HANDSHAKE_OR_VERSIONS:
         return {"error_code": ErrorCode.illegal_sasl_state, "mechanisms": ()}
     mechanisms = tuple(sasl.config.mechanisms)
-    if not sasl.handshake(request.mechanism):
+    if not sasl.handshake(request.mechanism, ctx.api_version):
         return {"error_code": ErrorCode.unsupported_sasl_mechanism, "mechanisms": mechanisms}
     return {"error_code": ErrorCode.none, "mechanisms": mechanisms}

@@ -326,3 +326,19 @@ def test_an_idempotent_producer_id_needs_idempotent_write_or_write_on_some_topic
     assert _case(target, row, [], E.cluster_authorization_failed) == E.cluster_authorization_failed
     assert _case(target, row, [(CLUSTER, AclOperation.IDEMPOTENT_WRITE)], E.none) == E.none
     assert _case(target, row, [(TOPIC, AclOperation.WRITE)], E.none) == E.none
+
+
+def test_a_v0_handshake_takes_bare_token_frames(target):
+    """Pre-1.0 framing: after SaslHandshake v0 the token is a bare frame each way; a wrong
+    password gets no answer at all, only the close."""
+    metadata = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    user = target.new_user()
+    for password, answered in ((PASSWORD, True), ("wrong", False)):
+        with RawClient(target.sasl) as c:
+            assert call(c, 17, 0, {"mechanism": "PLAIN"}).error_code == ErrorCode.none
+            c.send_frame(b"\x00" + user.encode() + b"\x00" + password.encode())
+            if answered:
+                assert c.recv_frame() == b""
+                assert call(c, 3, 12, metadata).brokers
+            else:
+                assert c.recv_frame() is None

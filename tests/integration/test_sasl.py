@@ -320,6 +320,52 @@ def test_a_garbage_sasl_token_fails_only_its_connection(broker, topic_name):
     assert delivery_errors(sasl(broker, "PLAIN", "admin", "admin-secret"), topic_name, n=1) == []
 
 
+def _raw_token_login(c, mechanism: str, user: str, password: str) -> list[bytes | None]:
+    """SaslHandshake v0, then the tokens as bare frames (pre-1.0 clients): the server's answers
+    (None: the connection closed instead)."""
+    from scramp import ScramClient
+
+    assert c.call(17, 0, {"mechanism": mechanism}).error_code == ErrorCode.none
+    if mechanism == "PLAIN":
+        c.send_frame(b"\x00" + user.encode() + b"\x00" + password.encode())
+        return [c.recv_frame()]
+    client = ScramClient([mechanism], user, password)
+    c.send_frame(client.get_client_first().encode())
+    first = c.recv_frame()
+    if first is None:
+        return [None]
+    client.set_server_first(first.decode())
+    c.send_frame(client.get_client_final().encode())
+    return [first, c.recv_frame()]
+
+
+def _topic_error(c, topic: str) -> int:
+    md = c.call(3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                        "include_topic_authorized_operations": False})
+    return md.topics[0].error_code
+
+
+def test_a_v0_handshake_exchanges_bare_tokens_and_sets_the_principal(broker, topic_name):
+    from tests.support.raw import RawClient
+
+    make_topic(broker, topic_name)
+    bootstrap = f"127.0.0.1:{broker.sasl_port}"
+    with RawClient(bootstrap) as c:  # PLAIN: one token, an empty answer; admin is a super user
+        assert _raw_token_login(c, "PLAIN", "admin", "admin-secret") == [b""]
+        assert _topic_error(c, topic_name) == ErrorCode.none
+    with RawClient(bootstrap) as c:  # SCRAM: two rounds; carol has no ACL on the topic
+        first, final = _raw_token_login(c, "SCRAM-SHA-256", "carol", "carol-secret")
+        assert first.startswith(b"r=") and final.startswith(b"v=")
+        assert _topic_error(c, topic_name) == ErrorCode.topic_authorization_failed
+    with RawClient(bootstrap) as c:  # a wrong password: no answer in this framing, just the close
+        assert _raw_token_login(c, "PLAIN", "admin", "wrong") == [None]
+    with RawClient(bootstrap) as c:  # a SaslAuthenticate request is not a token's framing
+        assert c.call(17, 0, {"mechanism": "PLAIN"}).error_code == ErrorCode.none
+        c.send_call(36, 2, {"auth_bytes": b"\x00admin\x00admin-secret"})
+        assert c.recv_frame() is None
+    assert delivery_errors(sasl(broker, "PLAIN", "admin", "admin-secret"), topic_name, n=1) == []
+
+
 # --- re-authentication (KIP-368) ------------------------------------------------------------------
 
 SESSION_MS = 1500

@@ -8,6 +8,7 @@ shutdown marker so the next start skips recovery.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import resource
 import struct
@@ -48,12 +49,13 @@ from .metrics import Metrics, serve_metrics
 from .quotas import FETCH, PRODUCE, ClientQuotaManager
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
-from .server import KafkaConnection
+from .server import KafkaConnection, TlsListener
 
 log = structlog.get_logger("broker")
 
 METADATA_FILE = "__cluster_metadata.json"
 SSL_RELOAD_CHECK_MS = 2000  # how often a TLS listener's store files are looked at
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that stops half-way through a handshake is dropped
 
 
 class Broker:
@@ -186,10 +188,15 @@ class Broker:
         loop = asyncio.get_running_loop()
         for spec in self.config.listeners():
             security = self._listener_security(spec.name)
-            self.servers[spec.name] = await loop.create_server(
-                lambda name=spec.name, sec=security: KafkaConnection(self, name, sec), spec.host or None,
-                spec.port, reuse_address=True, backlog=1024, ssl=security.ssl_context,
-                ssl_handshake_timeout=10.0 if security.uses_tls else None)
+            factory = functools.partial(KafkaConnection, self, spec.name, security)
+            if security.uses_tls:  # accepted here, so that a failed handshake is counted
+                server = TlsListener.bind(spec.host, spec.port, spec.name,
+                                          self.metrics.failed_authentication.labels(spec.name))
+                server.serve(factory, lambda sec=security: sec.ssl_context, TLS_HANDSHAKE_TIMEOUT_S)
+                self.servers[spec.name] = server
+            else:
+                self.servers[spec.name] = await loop.create_server(
+                    factory, spec.host or None, spec.port, reuse_address=True, backlog=1024)
             host, port = self.advertised[spec.name]
             if port == 0:
                 self.advertised[spec.name] = (host, self.servers[spec.name].sockets[0].getsockname()[1])

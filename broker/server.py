@@ -18,9 +18,12 @@ is answered in the v0 layout with UNSUPPORTED_VERSION.
 from __future__ import annotations
 
 import asyncio
+import socket
+import ssl
 import struct
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
@@ -284,3 +287,71 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.close()
         if self.worker is not None and not self.worker.done():
             self.worker.cancel()
+
+
+class TlsListener:
+    """A TLS listener: its sockets and accept loop.
+
+    asyncio's TLS server drops a failed handshake without a word; Kafka counts it as a failed
+    authentication and logs the client's address. So a TLS listener accepts the socket itself
+    and hands it to ``loop.connect_accepted_socket`` (the same TLS implementation), whose
+    handshake failure is seen here. A client that disconnects or stalls before its handshake
+    ends is dropped without counting, as Kafka does."""
+
+    def __init__(self, sockets: list[socket.socket], listener: str, failed_authentication) -> None:
+        self.sockets = sockets
+        self.listener = listener
+        self.failed_authentication = failed_authentication  # the listener's counter
+        self.tasks: set[asyncio.Task] = set()
+
+    @classmethod
+    def bind(cls, host: str | None, port: int, listener: str, failed_authentication) -> TlsListener:
+        if host:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.create_server((host, port), family=family, backlog=1024)
+        elif socket.has_dualstack_ipv6():  # every interface, as create_server(host=None)
+            sock = socket.create_server(("", port), family=socket.AF_INET6, backlog=1024, dualstack_ipv6=True)
+        else:
+            sock = socket.create_server(("", port), backlog=1024)
+        sock.setblocking(False)
+        return cls([sock], listener, failed_authentication)
+
+    def serve(self, connection_factory, context: Callable[[], ssl.SSLContext], timeout_s: float) -> None:
+        for sock in self.sockets:
+            self._spawn(self._accept(sock, connection_factory, context, timeout_s))
+
+    def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        for sock in self.sockets:
+            sock.close()
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _accept(self, sock: socket.socket, connection_factory, context, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, address = await loop.sock_accept(sock)
+            except OSError as exc:  # e.g. out of file descriptors: keep listening
+                log.warning("accept_failed", listener=self.listener, error=str(exc))
+                await asyncio.sleep(0.1)
+                continue
+            self._spawn(self._handshake(client, address, connection_factory, context(), timeout_s))
+
+    async def _handshake(self, client: socket.socket, address, connection_factory, context: ssl.SSLContext,
+                         timeout_s: float) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                connection_factory, client, ssl=context, ssl_handshake_timeout=timeout_s)
+        except ssl.SSLError as exc:
+            self.failed_authentication.inc()
+            log.info("authentication_failed", listener=self.listener, client=java_host_address(address[0]),
+                     reason=f"SSL handshake failed: {exc.reason or exc}")
+            client.close()
+        except (OSError, asyncio.TimeoutError) as exc:
+            log.debug("tls_handshake_abandoned", listener=self.listener, client=address[0], error=repr(exc))
+            client.close()

@@ -10,6 +10,8 @@ the broker keeps serving everyone else.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
@@ -18,8 +20,10 @@ from confluent_kafka.admin import (
 )
 
 from tests.integration.test_kafka_tools import kafka_libs  # noqa: F401  (fixture)
+from tests.integration.test_metrics import scrape
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import allow, consume_all, delivery_errors
+from tests.support.cluster import wait_for
 from tools.dev_ca import DevCA
 from tools.devcluster import free_port
 
@@ -55,6 +59,12 @@ def broker(tmp_path_factory, ca):
     b.start()
     yield b
     b.kill9()
+
+
+def failed_authentications(broker, listener: str) -> float:
+    match = re.search(rf'kafka_server_socketservermetrics_failed_authentication_total\{{listener="{listener}"\}} (\S+)',
+                      scrape(broker))
+    return float(match.group(1)) if match else 0.0
 
 
 def tls(port: int, ca, cert=None, **extra) -> dict:
@@ -107,9 +117,15 @@ def test_a_refused_client_leaves_the_others_served(broker, ca, topic_name, who):
     conf = {"no-certificate": tls(broker.mtls_port, ca),
             "untrusted-certificate": tls(broker.mtls_port, ca, ca.stranger),
             "plaintext": {"bootstrap.servers": f"127.0.0.1:{broker.ssl_port}", "socket.timeout.ms": 3000}}[who]
+    listener = "SSL" if who == "plaintext" else "MTLS"
+    failures = failed_authentications(broker, listener)
     admin = AdminClient({**conf, "log_level": 0})
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=4)
+    # Counted and logged with the client's address, as Kafka's failed TLS handshakes are.
+    wait_for(lambda: failed_authentications(broker, listener) > failures, 10, "the failure to be counted")
+    assert any("authentication_failed" in line and "SSL handshake failed" in line and "127.0.0.1" in line
+               and listener in line for line in broker.output().splitlines()), "no log line for the failed handshake"
     # Everyone else is still served, on every listener.
     good = AdminClient(tls(broker.mtls_port, ca, ca.admin))
     good.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(20)

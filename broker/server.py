@@ -13,6 +13,9 @@ Bad input is handled as Kafka does: a frame whose size is negative or above
 ``socket.request.max.bytes``, an unreadable request, an unknown API key, or an unsupported
 version of any API but ApiVersions closes the connection; an unsupported ApiVersions version
 is answered in the v0 layout with UNSUPPORTED_VERSION.
+
+A TLS listener (:class:`TlsListener`) accepts its sockets itself so that a failed handshake is
+logged and counted as a failed authentication, as Kafka's is; the connection starts after it.
 """
 
 from __future__ import annotations

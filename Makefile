@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -74,6 +74,10 @@ compose-build:
 
 compose-up:
 	bash compose/stack.sh up
+
+# The same with SASL_SSL on every listener; prints the admin's client settings.
+compose-up-secure:
+	bash compose/stack.sh up --secure
 
 compose-down:
 	bash compose/stack.sh down

@@ -5,11 +5,16 @@
 #   stack.sh base     make kbroker-base:bookworm (debootstrap + docker import) unless it exists
 #   stack.sh build    the above, then the host's CA certificates into .build-ca/ and the image build
 #   stack.sh up       the above, then docker-compose up and a bounded wait for every health check
-#   stack.sh down     docker-compose down -v (containers, network, named volumes)
+#   stack.sh up --secure
+#                     the same with every listener on SASL_SSL (compose/secure.yml): a throwaway
+#                     CA, certificate and passwords made in the image by compose/make_secrets.py
+#                     into KBROKER_SECRETS_DIR (default compose/secrets, git-ignored) unless there,
+#                     and the admin's client settings printed
+#   stack.sh down     docker-compose down -v (containers, network, named volumes), and the secrets
 # Environment: COMPOSE_PROJECT_NAME (default kbroker), KBROKER_PORT1..3 (published ports,
 # default 19092..19094), DOCKERD_ARGS (extra dockerd flags), KBROKER_DOCKER_DIR (dockerd's log
 # and pid file, default /var/tmp/kbroker-docker), KBROKER_CACHE_DIR (debootstrap's downloaded
-# packages, kept for the next base image, default /var/cache/kbroker).
+# packages, kept for the next base image, default /var/cache/kbroker), KBROKER_SECRETS_DIR.
 # The image is built once (only the etcd service has the build; the brokers run its image) and
 # docker's layer cache keeps the Python dependencies while only the source changes.
 # Exit status 3: docker cannot be had here (not root, no apt-get, or dockerd does not start).
@@ -107,7 +112,22 @@ copy_host_cas() {
     fi
 }
 
-compose() { docker-compose -f docker-compose.yml "$@"; }
+SECRETS_DIR="${KBROKER_SECRETS_DIR:-$PWD/compose/secrets}"
+COMPOSE_FILES=(-f docker-compose.yml)
+compose() { docker-compose "${COMPOSE_FILES[@]}" "$@"; }
+
+published() { echo "127.0.0.1:${KBROKER_PORT1:-19092},127.0.0.1:${KBROKER_PORT2:-19093},127.0.0.1:${KBROKER_PORT3:-19094}"; }
+
+# The secure profile: its files, and its secrets made once (in the image, which has the project).
+secure_profile() {
+    COMPOSE_FILES+=(-f compose/secure.yml)
+    export KBROKER_SECRETS_DIR="$SECRETS_DIR" KBROKER_PROPERTIES=/etc/kbroker/secrets/server.properties
+    [ -s "$SECRETS_DIR/server.properties" ] && return 0
+    mkdir -p "$SECRETS_DIR"
+    docker run --rm -v "$PWD/compose:/compose:ro" -v "$SECRETS_DIR:/out" kbroker:local \
+        python /compose/make_secrets.py /out --host-dir "$SECRETS_DIR" --bootstrap "$(published)"
+    say "made a CA, the brokers' certificate and passwords in $SECRETS_DIR"
+}
 
 build() {
     ensure_base
@@ -136,9 +156,15 @@ wait_healthy() {
 
 up() {
     build
+    [ "${1:-}" = --secure ] && secure_profile
     compose up -d
     wait_healthy 120
-    say "up: brokers on 127.0.0.1:${KBROKER_PORT1:-19092},${KBROKER_PORT2:-19093},${KBROKER_PORT3:-19094}"
+    say "up: brokers on $(published)"
+    if [ "${1:-}" = --secure ]; then
+        say "SASL_SSL; librdkafka settings ($SECRETS_DIR/client.properties):"
+        cat "$SECRETS_DIR/client.properties" >&2
+        say "Java client and kafka-* --command-config: $SECRETS_DIR/client-java.properties"
+    fi
 }
 
 down() {
@@ -147,13 +173,14 @@ down() {
         return 0
     fi
     compose down -v --remove-orphans
+    rm -rf "$SECRETS_DIR"
 }
 
 case "${1:-}" in
     engine) ensure_engine ;;
     base) ensure_base ;;
     build) build ;;
-    up) up ;;
+    up) up "${2:-}" ;;
     down) down ;;
-    *) echo "usage: $0 engine|base|build|up|down" >&2; exit 2 ;;
+    *) echo "usage: $0 engine|base|build|up [--secure]|down" >&2; exit 2 ;;
 esac

@@ -71,7 +71,12 @@ def load_all() -> list[SuiteResult]:
 
 
 def allowlist(suite_dir: Path, target: str) -> set[str]:
+    """The tests a kbroker ``target`` must pass: ``allowlist-cluster.txt`` on three nodes,
+    ``allowlist-<mode>.txt`` on a secure target where a suite has one, else ``allowlist.txt``."""
     name = "allowlist-cluster.txt" if target.endswith("-cluster") else "allowlist.txt"
+    mode = target.split("-", 1)[1] if "-" in target else ""
+    if mode in ("sasl-ssl", "mtls") and (suite_dir / f"allowlist-{mode}.txt").exists():
+        name = f"allowlist-{mode}.txt"
     path = suite_dir / name
     if not path.exists():
         return set()

@@ -9,7 +9,10 @@ Each suite is a package ``compat/<suite>/`` whose ``runner`` module defines:
 - ``SUITE`` (its folder name) and ``BROKER_CONFIG`` (broker settings every target gets);
 - ``prepare() -> str``: fetch or build the suite (pinned, cached); returns client and version;
 - ``run(target, workdir, fast) -> dict[str, str]``: test id -> passed / failed / skipped;
-- ``FEATURES``: feature -> regexes over test ids, for the matrix.
+- ``FEATURES``: feature -> regexes over test ids, for the matrix;
+- ``SECURITY`` (optional, default none): the security modes (``sasl-ssl``, ``mtls``) whose
+  settings the suite's clients take from ``target.security``; it also runs against those
+  secure targets (``kbroker-sasl-ssl``, ``kafka-sasl-ssl``, ...).
 
 For kbroker targets the exit status is 1 when an allowlisted test did not pass.
 ``COMPAT_KEEP_WORKDIR=1`` keeps each run's work directory (the brokers' data and logs) and
@@ -31,7 +34,7 @@ import structlog
 
 from compat import matrix
 from compat.results import COMPAT, allowlist, classify, record, regressions
-from compat.targets import TARGETS, started
+from compat.targets import SECURE_TARGETS, TARGETS, started
 
 log = structlog.get_logger("compat")
 
@@ -79,6 +82,11 @@ def run_one(suite: str, target: str, fast: bool = False) -> list[str]:
     return missing
 
 
+def targets_of(suite: str) -> tuple[str, ...]:
+    modes = getattr(runner(suite), "SECURITY", ())
+    return TARGETS + tuple(t for t in SECURE_TARGETS if t.split("-", 1)[1] in modes)
+
+
 def suite_dir(suite: str) -> str:
     return suite.replace("-", "_")
 
@@ -86,7 +94,8 @@ def suite_dir(suite: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", action="append", choices=SUITES, help="default: every suite")
-    ap.add_argument("--target", action="append", choices=TARGETS, help="default: every target")
+    ap.add_argument("--target", action="append", choices=TARGETS + SECURE_TARGETS,
+                    help="default: every target (the secure ones for the suites with SECURITY)")
     ap.add_argument("--fast", action="store_true",
                     help="only the suites and tests CI runs (results are not stored)")
     ap.add_argument("--no-matrix", action="store_true", help="do not rewrite compat/README.md")
@@ -94,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     suites = args.suite or [s for s in available() if not args.fast or runner(s).FAST]
     failures = 0
     for suite in suites:
-        for target in args.target or TARGETS:
+        for target in args.target or targets_of(suite):
+            if target in SECURE_TARGETS and target not in targets_of(suite):
+                log.info("suite_skipped", suite=suite, target=target, reason="its clients cannot take these settings")
+                continue
             try:
                 failures += len(run_one(suite, target, args.fast))
             except Exception as e:  # one suite's setup failure must not hide the others' results

@@ -282,8 +282,8 @@ class ScramServer:
                 self.server.set_client_final(token.decode("utf-8"))
                 self.complete = True
                 return self.server.get_server_final().encode()
-        except (ScramException, UnicodeDecodeError, ValueError):  # a bad proof or a malformed message
-            raise AuthenticationFailed(self._failure()) from None
+        except (ScramException, UnicodeDecodeError, ValueError) as exc:  # a bad proof or a malformed message
+            raise AuthenticationFailed(self._failure(), detail=str(exc)) from None
         raise AuthenticationFailed("Unexpected SASL token after the SCRAM exchange")
 
 

@@ -16,7 +16,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -28,6 +28,10 @@ log = structlog.get_logger("compat.kcat")
 SUITE = "kcat"
 BROKER_CONFIG: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
 FAST = True
+# Not SASL_SSL with SCRAM: kcat's librdkafka (2.0.2) puts its own nonce in front of the server's
+# again in the client-final message (librdkafka#4895, fixed in 2.6.1), which Kafka 4.x refuses
+# as kbroker does (RFC 5802's nonce check). FINDINGS.md has it.
+SECURITY = ("mtls",)
 FEATURES = {
     "bootstrap": [r"metadata"],
     "produce": [r"produce"],
@@ -45,13 +49,22 @@ PARTITIONS = 3
 class Ctx:
     bootstrap: str
     nodes: int
+    security: dict[str, str] = field(default_factory=dict)  # librdkafka's, on a secure target
+
+    def conf(self) -> dict[str, str]:
+        """A confluent-kafka client's settings for the target."""
+        return {"bootstrap.servers": self.bootstrap, **self.security}
+
+    def x(self) -> list[str]:
+        """The same settings as kcat's ``-X`` options."""
+        return [arg for k, v in self.security.items() for arg in ("-X", f"{k}={v}")]
 
     def topic(self, partitions: int = PARTITIONS) -> str:
         """A fresh topic with ``partitions`` partitions, replicated on every node (at most 3)."""
         from confluent_kafka.admin import AdminClient, NewTopic
 
         name = f"kcat-{uuid.uuid4().hex[:10]}"
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient(self.conf())
         admin.create_topics([NewTopic(name, partitions, min(self.nodes, 3))])[name].result(30)
         self._wait_known(name, partitions)
         return name
@@ -62,7 +75,7 @@ class Ctx:
         deadline = time.monotonic() + timeout
         for node in self.bootstrap.split(","):
             while True:
-                meta = json.loads(_kcat("-b", node, "-L", "-J", "-t", topic))
+                meta = json.loads(_kcat("-b", node, *self.x(), "-L", "-J", "-t", topic))
                 (t,) = meta["topics"]
                 if "error" not in t and len(t["partitions"]) == partitions and \
                         all(p["leader"] >= 0 for p in t["partitions"]):
@@ -71,7 +84,7 @@ class Ctx:
                 time.sleep(0.2)
 
     def kcat(self, *args: str, stdin: bytes | None = None, timeout: float = 60) -> bytes:
-        return _kcat("-b", self.bootstrap, *args, stdin=stdin, timeout=timeout)
+        return _kcat("-b", self.bootstrap, *self.x(), *args, stdin=stdin, timeout=timeout)
 
     def consume(self, topic: str, fmt: str, *extra: str) -> list[str]:
         out = self.kcat("-C", "-t", topic, "-e", "-o", "beginning", "-f", fmt, *extra)
@@ -146,7 +159,7 @@ def _transactions(ctx: Ctx, topic: str) -> None:
     """Commit a, abort b, commit c (three records each) with a confluent-kafka producer."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": ctx.bootstrap, "transactional.id": f"kcat-{topic}"})
+    p = Producer({**ctx.conf(), "transactional.id": f"kcat-{topic}"})
     p.init_transactions(30)
     for name, commit in (("a", True), ("b", False), ("c", True)):
         p.begin_transaction()
@@ -189,7 +202,7 @@ def group_consume(ctx: Ctx) -> None:
 def _committed(ctx: Ctx, group: str, topic: str) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": ctx.bootstrap, "group.id": group})
+    c = Consumer({**ctx.conf(), "group.id": group})
     try:
         tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
         return {tp.partition: tp.offset for tp in tps}
@@ -200,7 +213,7 @@ def _committed(ctx: Ctx, group: str, topic: str) -> dict[int, int]:
 def _ends(ctx: Ctx, topic: str) -> dict[int, int]:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": ctx.bootstrap, "group.id": "kcat-ends"})
+    c = Consumer({**ctx.conf(), "group.id": "kcat-ends"})
     try:
         return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
                 for p in range(PARTITIONS)}
@@ -236,7 +249,7 @@ SCENARIOS: dict[str, Callable[[Ctx], None]] = {f.__name__: f for f in (
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     """Every scenario (they take a few seconds each, so fast runs them all)."""
-    ctx, results = Ctx(target.bootstrap, target.nodes), {}
+    ctx, results = Ctx(target.bootstrap, target.nodes, target.security.librdkafka() if target.security else {}), {}
     for name, scenario in SCENARIOS.items():
         try:
             scenario(ctx)

@@ -13,6 +13,7 @@ consumer tests (they start their own trivup SASL cluster), and the SCRAM credent
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -47,6 +48,8 @@ BROKER_CONFIG: dict[str, str] = {
     "group.share.min.record.lock.duration.ms": "1000",
 }
 FAST = True
+SECURITY = ("sasl-ssl", "mtls")
+HERE = Path(__file__).resolve().parent
 
 NOT_RUN = {
     r"^schema_registry/": "needs Schema Registry",
@@ -99,10 +102,12 @@ def prepare() -> str:
 
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
-    pytest_run = PytestRun(CACHE, "tests/integration", {
-        "BROKERS": target.bootstrap,
-        "PYTHONPATH": f"{CACHE / 'site'}:{CACHE}",
-    }, per_test_timeout=120)
+    env = {"BROKERS": target.bootstrap, "PYTHONPATH": f"{CACHE / 'site'}:{CACHE}:{HERE}"}
+    extra_args = []
+    if target.security is not None:  # every client the BYO fixture makes logs in (security_plugin)
+        env["COMPAT_CLIENT_SECURITY"] = json.dumps(target.security.librdkafka())
+        extra_args = ["-p", "security_plugin"]
+    pytest_run = PytestRun(CACHE, "tests/integration", env, per_test_timeout=120, extra_args=extra_args)
     ids = collect(pytest_run)
     results, todo = skipped(ids, NOT_RUN)
     if fast:

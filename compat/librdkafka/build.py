@@ -2,10 +2,11 @@
 
 The source comes from the npm registry: ``@confluentinc/kafka-javascript`` ships the full
 librdkafka source tree (``deps/librdkafka``, with ``tests/``) of the release it binds. It is
-built once with gcc into ``~/.cache/kbroker/librdkafka-<version>``, with the optional
-dependencies (SSL, SASL, zstd, curl) off since no test here needs them; a later call is a no-op.
-``rapidjson-dev`` (apt) is needed for the C++ tests that check JSON (0098-consumer_txn): the build
-installs it when it runs as root; without it configure leaves them out and they report skipped.
+built once with gcc into ``~/.cache/kbroker/librdkafka-<version>``, with OpenSSL (TLS and SCRAM,
+for the security column and 0064) and the other optional dependencies (GSSAPI, zstd, curl) off;
+a later call is a no-op. ``libssl-dev`` and ``rapidjson-dev`` (apt; the latter for the C++ tests
+that check JSON, 0098-consumer_txn) are installed by the build when it runs as root; without
+rapidjson configure leaves those tests out and they report skipped.
 
 One change to the test framework before building: librdkafka's CI always runs a three-broker
 cluster, so several tests create their topics with replication factor 3. ``test.c`` is patched so
@@ -32,9 +33,9 @@ CACHE = Path(os.environ.get("KBROKER_CACHE", Path.home() / ".cache" / "kbroker")
 HOME = CACHE / f"librdkafka-{VERSION}"
 TESTS = HOME / "tests"
 RUNNER = TESTS / "test-runner"
-STAMP = HOME / ".kbroker-build-2"      # bump when the build steps or the patch change
+STAMP = HOME / ".kbroker-build-3"      # bump when the build steps or the patch change
 KAFKA_BIN = Path(__file__).resolve().parent.parent / "kafka"
-CONFIGURE = ("--disable-ssl", "--disable-gssapi", "--disable-zstd", "--disable-curl",
+CONFIGURE = ("--disable-gssapi", "--disable-zstd", "--disable-curl",
              "--disable-lz4-ext", "--disable-regex-ext", "--disable-syslog")
 
 
@@ -78,10 +79,14 @@ def _patch_tests() -> None:
     test_c.write_text(text.replace(RF_ANCHOR, RF_CAP + RF_ANCHOR, 1))
 
 
-def _ensure_rapidjson() -> None:
-    if Path("/usr/include/rapidjson").exists() or os.geteuid() != 0:
+BUILD_PACKAGES = {"rapidjson-dev": "/usr/include/rapidjson", "libssl-dev": "/usr/include/openssl/ssl.h"}
+
+
+def _ensure_packages() -> None:
+    missing = [pkg for pkg, path in BUILD_PACKAGES.items() if not Path(path).exists()]
+    if not missing or os.geteuid() != 0:
         return
-    subprocess.run(["apt-get", "install", "-y", "-qq", "rapidjson-dev"], check=False,
+    subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
 
@@ -93,7 +98,7 @@ def build() -> Path:
     if HOME.exists():                   # an older or half-finished build: start over
         shutil.rmtree(HOME)
     CACHE.mkdir(parents=True, exist_ok=True)
-    _ensure_rapidjson()
+    _ensure_packages()
     _unpack()
     _patch_tests()
     log = HOME / "build.log"

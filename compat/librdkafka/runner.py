@@ -44,6 +44,7 @@ log = structlog.get_logger("compat.librdkafka")
 
 SUITE = "librdkafka"
 FAST = False
+SECURITY = ("sasl-ssl", "mtls")  # test.conf carries the settings to every test's clients
 
 # librdkafka's default test scenario (tests/scenarios/default.json) and the broker settings its
 # trivup clusters get (interactive_broker_version.py); replication comes from each target. The
@@ -156,7 +157,7 @@ def outcomes(output: str, names: list[str]) -> dict[str, str]:
 WARM_UP = "compat-librdkafka-warm-up"   # topic, group and transactional id
 
 
-def warm_up(bootstrap: str, deadline_s: float = 60.0) -> None:
+def warm_up(bootstrap: str, security: dict[str, str], deadline_s: float = 60.0) -> None:
     """Create __consumer_offsets and __transaction_state before the first test.
 
     librdkafka's CI runs its tests on a cluster that has served groups and transactions before;
@@ -165,7 +166,7 @@ def warm_up(bootstrap: str, deadline_s: float = 60.0) -> None:
     """
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-    conf = {"bootstrap.servers": bootstrap}
+    conf = {"bootstrap.servers": bootstrap, **security}
     end = time.monotonic() + deadline_s
     while True:
         try:
@@ -196,8 +197,9 @@ def stored(target: str) -> dict[str, str]:
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     conf = workdir / "test.conf"
+    security = target.security.librdkafka() if target.security else {}  # every test client's
     conf.write_text(f"bootstrap.servers={target.bootstrap}\n"
-                    "test.timeout.multiplier=2\n")
+                    "test.timeout.multiplier=2\n" + "".join(f"{k}={v}\n" for k, v in security.items()))
     logs = workdir / "logs"
     logs.mkdir(exist_ok=True)
     env = {**os.environ, "RDKAFKA_TEST_CONF": str(conf), "TEST_KAFKA_VERSION": "4.3.1",
@@ -209,7 +211,7 @@ def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     keep = Path(os.environ.get("COMPAT_LIBRDKAFKA_LOGS", "")) if \
         os.environ.get("COMPAT_LIBRDKAFKA_LOGS") else None
     groups = broker_tests()
-    warm_up(target.bootstrap)
+    warm_up(target.bootstrap, security)
     results = stored(target.name) if os.environ.get("COMPAT_LIBRDKAFKA_TESTS") and \
         os.environ.get("COMPAT_LIBRDKAFKA_MERGE") else {}
     budget = float(os.environ.get("COMPAT_LIBRDKAFKA_BUDGET_S", "inf"))

@@ -17,3 +17,15 @@ def test_allowlisted_tests_pass_on_one_node(suite):
     except SuiteUnavailable as exc:  # its pinned source is not on this machine (compat/sources.py)
         pytest.skip(str(exc))
     assert regressions == []
+
+
+@pytest.mark.compat
+@pytest.mark.parametrize("suite, target", [("kcat", "kbroker-mtls"), ("confluent-kafka-python", "kbroker-sasl-ssl")])
+def test_allowlisted_tests_pass_over_security(suite, target):
+    """The security column's cheapest cells: kcat over mutual TLS, confluent-kafka-python's fast
+    subset over SASL_SSL with SCRAM-SHA-512."""
+    try:
+        regressions = run_one(suite, target, fast=True)
+    except SuiteUnavailable as exc:
+        pytest.skip(str(exc))
+    assert regressions == []

@@ -96,7 +96,7 @@ class Broker:
         self.share_offsets = None
         self.share_remote = None
         self.dynamic_broker_configs = None  # config_admin.DynamicBrokerConfigs, made on first use
-        self.servers: dict[str, asyncio.AbstractServer] = {}  # by listener name
+        self.servers: dict[str, asyncio.AbstractServer | TlsListener] = {}  # by listener name
         self.metrics_server: asyncio.AbstractServer | None = None
         self.tasks: list[asyncio.Task] = []
         self.cleaner: LogCleaner | None = None
@@ -465,7 +465,7 @@ def _authorizer(config: BrokerConfig) -> StandardAuthorizer | None:
     return StandardAuthorizer(parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"])
 
 
-def _sockname(server: asyncio.AbstractServer) -> str:
+def _sockname(server: asyncio.AbstractServer | TlsListener) -> str:
     host, port = server.sockets[0].getsockname()[:2]
     return f"{host}:{port}"
 

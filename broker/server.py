@@ -355,6 +355,6 @@ class TlsListener:
             log.info("authentication_failed", listener=self.listener, client=java_host_address(address[0]),
                      reason=f"SSL handshake failed: {exc.reason or exc}")
             client.close()
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             log.debug("tls_handshake_abandoned", listener=self.listener, client=address[0], error=repr(exc))
             client.close()

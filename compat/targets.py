@@ -205,7 +205,12 @@ def _secure(stack: contextlib.ExitStack, workdir: Path, config: dict[str, str], 
 
 
 def _add_scram_user(plaintext: str, security: ClientSecurity) -> None:
-    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
 
     admin = AdminClient({"bootstrap.servers": plaintext})  # PLAINTEXT: ANONYMOUS, no authorizer
     upsert = UserScramCredentialUpsertion(security.username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),

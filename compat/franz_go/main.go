@@ -1,7 +1,10 @@
 // Command franzgo runs franz-go (kgo + kadm) scenarios against one broker or cluster.
 //
 //	franzgo -brokers HOST:PORT[,...] -nodes N [-run REGEXP]
+//	        [-ca PEM [-cert PEM -key PEM] [-sasl-mechanism SCRAM-SHA-512 -sasl-user USER]]
 //
+// -ca makes every client dial TLS (trusting that CA), -cert/-key add a client certificate
+// (mTLS), -sasl-* log in with SCRAM (the password comes from $COMPAT_SASL_PASSWORD).
 // Prints one JSON line per scenario: {"test", "outcome", "error", "ms"}. Each scenario gets a
 // context with a deadline and runs in its own goroutine: one that overruns is reported failed
 // and the next starts (the process exits after the last one, so a hung client cannot block).
@@ -9,6 +12,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -24,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 var (
@@ -31,6 +37,8 @@ var (
 	nodes   int
 	rf      int16
 	timeout = 90 * time.Second
+	// secure holds the TLS / SASL options every client of the run gets (none on PLAINTEXT).
+	secure []kgo.Opt
 )
 
 type scenario struct {
@@ -63,8 +71,18 @@ func main() {
 	brokers := flag.String("brokers", "", "bootstrap servers")
 	flag.IntVar(&nodes, "nodes", 1, "number of brokers in the target")
 	run := flag.String("run", ".", "regexp of scenarios to run")
+	ca := flag.String("ca", "", "TLS: the CA certificate (PEM) the brokers' certificates are signed by")
+	cert := flag.String("cert", "", "mTLS: the client's certificate (PEM)")
+	key := flag.String("key", "", "mTLS: the client's private key (PEM)")
+	mechanism := flag.String("sasl-mechanism", "", "SASL: SCRAM-SHA-512 or SCRAM-SHA-256")
+	user := flag.String("sasl-user", "", "SASL: the user (password in $COMPAT_SASL_PASSWORD)")
 	flag.Parse()
 	seeds = strings.Split(*brokers, ",")
+	var err error
+	if secure, err = securityOpts(*ca, *cert, *key, *mechanism, *user, os.Getenv("COMPAT_SASL_PASSWORD")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	rf = int16(min(nodes, 3))
 	re := regexp.MustCompile(*run)
 	for _, s := range scenarios {
@@ -73,6 +91,40 @@ func main() {
 		}
 	}
 	os.Exit(0)
+}
+
+// securityOpts: kgo options for a TLS (and client certificate) and SCRAM login, from the flags.
+func securityOpts(ca, cert, key, mechanism, user, pass string) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", ca)
+		}
+		if cert != "" || key != "" {
+			pair, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Certificates = []tls.Certificate{pair}
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	auth := scram.Auth{User: user, Pass: pass}
+	switch mechanism {
+	case "":
+	case "SCRAM-SHA-512":
+		opts = append(opts, kgo.SASL(auth.AsSha512Mechanism()))
+	case "SCRAM-SHA-256":
+		opts = append(opts, kgo.SASL(auth.AsSha256Mechanism()))
+	default:
+		return nil, fmt.Errorf("unsupported SASL mechanism %q", mechanism)
+	}
+	return opts, nil
 }
 
 func report(s scenario) {
@@ -111,7 +163,7 @@ func uniq(prefix string) string {
 }
 
 func client(opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	return kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, secure...), opts...)...)
 }
 
 func admin() (*kadm.Client, *kgo.Client, error) {
@@ -513,10 +565,10 @@ func txnGroupTransactSession(ctx context.Context) error {
 		return err
 	}
 	group := uniq("fgo-eos")
-	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(seeds...),
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(seeds...),
 		kgo.TransactionalID(uniq("fgo-eos-txn")), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.RequireStableFetchOffsets(), kgo.FetchMaxBytes(4000), kgo.FetchMaxPartitionBytes(2000))
+		kgo.RequireStableFetchOffsets(), kgo.FetchMaxBytes(4000), kgo.FetchMaxPartitionBytes(2000)}, secure...)...)
 	if err != nil {
 		return err
 	}

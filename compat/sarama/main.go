@@ -1,7 +1,11 @@
 // Command saramacheck runs IBM/sarama scenarios against one broker or cluster.
 //
 //	saramacheck -brokers HOST:PORT[,...] [-nodes N] [-version 4.3.1|default] [-run REGEXP]
+//	            [-ca PEM [-cert PEM -key PEM] [-sasl-mechanism SCRAM-SHA-512 -sasl-user USER]]
 //
+// -ca makes every client use TLS (config.Net.TLS, trusting that CA), -cert/-key add a client
+// certificate (mTLS), -sasl-* log in with SCRAM through config.Net.SASL and an xdg-go/scram
+// client (the password comes from $COMPAT_SASL_PASSWORD).
 // Prints one line per scenario, "PASS <name> (<ms> ms)" or "FAIL <name> (<ms> ms): <error>",
 // and exits 1 when any scenario failed. Each scenario runs in its own goroutine with a deadline:
 // one that overruns is reported failed and the next starts, so a hung client cannot block.
@@ -9,6 +13,10 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/sha512"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +30,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/xdg-go/scram"
 )
 
 var (
@@ -30,6 +39,8 @@ var (
 	rf      int16
 	version sarama.KafkaVersion
 	timeout = 90 * time.Second
+	// secure sets the TLS / SASL settings every client's config gets (nil on PLAINTEXT).
+	secure func(*sarama.Config)
 )
 
 type scenario struct {
@@ -66,7 +77,16 @@ func main() {
 	ver := flag.String("version", "4.3.1", `Config.Version: a Kafka version or "default" (sarama.DefaultVersion)`)
 	run := flag.String("run", ".", "regexp of scenarios to run")
 	verbose := flag.Bool("v", false, "sarama's own log on stderr")
+	ca := flag.String("ca", "", "TLS: the CA certificate (PEM) the brokers' certificates are signed by")
+	cert := flag.String("cert", "", "mTLS: the client's certificate (PEM)")
+	key := flag.String("key", "", "mTLS: the client's private key (PEM)")
+	mechanism := flag.String("sasl-mechanism", "", "SASL: SCRAM-SHA-512 or SCRAM-SHA-256")
+	user := flag.String("sasl-user", "", "SASL: the user (password in $COMPAT_SASL_PASSWORD)")
 	flag.Parse()
+	var err error
+	if secure, err = security(*ca, *cert, *key, *mechanism, *user, os.Getenv("COMPAT_SASL_PASSWORD")); err != nil {
+		log.Fatal(err)
+	}
 	seeds = strings.Split(*brokers, ",")
 	rf = int16(min(nodes, 3))
 	if *ver == "default" {
@@ -92,6 +112,75 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// security: a function setting config.Net.TLS / config.Net.SASL from the flags (nil: none).
+func security(ca, cert, key, mechanism, user, pass string) (func(*sarama.Config), error) {
+	var tlsConfig *tls.Config
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
+		if !tlsConfig.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", ca)
+		}
+		if cert != "" || key != "" {
+			pair, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
+				return nil, err
+			}
+			tlsConfig.Certificates = []tls.Certificate{pair}
+		}
+	}
+	var hash scram.HashGeneratorFcn
+	var saslType sarama.SASLMechanism
+	switch mechanism {
+	case "":
+	case sarama.SASLTypeSCRAMSHA512:
+		hash, saslType = sha512.New, sarama.SASLTypeSCRAMSHA512
+	case sarama.SASLTypeSCRAMSHA256:
+		hash, saslType = sha256.New, sarama.SASLTypeSCRAMSHA256
+	default:
+		return nil, fmt.Errorf("unsupported SASL mechanism %q", mechanism)
+	}
+	if tlsConfig == nil && hash == nil {
+		return nil, nil
+	}
+	return func(c *sarama.Config) {
+		if tlsConfig != nil {
+			c.Net.TLS.Enable = true
+			c.Net.TLS.Config = tlsConfig.Clone()
+		}
+		if hash != nil {
+			c.Net.SASL.Enable = true
+			c.Net.SASL.Handshake = true
+			c.Net.SASL.Mechanism = saslType
+			c.Net.SASL.User = user
+			c.Net.SASL.Password = pass
+			c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: hash} }
+		}
+	}, nil
+}
+
+// scramClient is sarama's SCRAMClient on xdg-go/scram, as sarama's examples/sasl_scram_client.
+type scramClient struct {
+	hash scram.HashGeneratorFcn
+	conv *scram.ClientConversation
+}
+
+func (x *scramClient) Begin(user, pass, authzID string) error {
+	cl, err := x.hash.NewClient(user, pass, authzID)
+	if err != nil {
+		return err
+	}
+	x.conv = cl.NewConversation()
+	return nil
+}
+
+func (x *scramClient) Step(challenge string) (string, error) { return x.conv.Step(challenge) }
+
+func (x *scramClient) Done() bool { return x.conv.Done() }
 
 func report(s scenario) bool {
 	start := time.Now()
@@ -138,6 +227,9 @@ func config() *sarama.Config {
 	c.Consumer.Return.Errors = true
 	c.Consumer.Offsets.Initial = sarama.OffsetOldest
 	c.Metadata.Retry.Backoff = 200 * time.Millisecond
+	if secure != nil {
+		secure(c)
+	}
 	return c
 }
 

@@ -6,6 +6,10 @@ transactions read with read_committed (commit/abort, AddMessageToTxn, AddOffsets
 ClusterAdmin calls. Config.Version is Kafka 4.3.1 (sarama.MaxVersion); ``VERSIONS`` adds a run
 at sarama's default version (2.8), whose ids get the ``v2.8/`` prefix.
 
+On the secure targets (``SECURITY``) ``main.go`` gets the target's TLS / SCRAM settings as flags
+(the password in ``COMPAT_SASL_PASSWORD``) and sets ``config.Net.TLS`` / ``config.Net.SASL`` (an
+xdg-go/scram client generator) on every client's config.
+
 ``prepare`` builds the binary into ``~/.cache/kbroker/sarama-<version>`` (a no-op when the
 sources are unchanged). Each run is bounded and its process group killed by pid on overrun.
 """
@@ -28,6 +32,7 @@ SUITE = "sarama"
 VERSION = "v1.61.1"      # github.com/IBM/sarama; go.mod pins the same
 BROKER_CONFIG: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
 FAST = False
+SECURITY = ("sasl-ssl", "mtls")
 VERSIONS = {"": "4.3.1", "v2.8/": "default"}
 FEATURES = {
     "bootstrap": [r"admin_cluster"],
@@ -65,11 +70,11 @@ def prepare() -> str:
     return f"sarama {VERSION} ({go.stdout.strip()})"
 
 
-def _bounded(cmd: list[str], timeout: float, log_path: Path) -> str:
+def _bounded(cmd: list[str], timeout: float, log_path: Path, env: dict[str, str] | None = None) -> str:
     """Run ``cmd`` (its own process group) at most ``timeout`` s; its stdout."""
     with open(log_path, "w") as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
         try:
             out, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -79,13 +84,27 @@ def _bounded(cmd: list[str], timeout: float, log_path: Path) -> str:
     return out
 
 
+def security_args(security) -> tuple[list[str], dict[str, str]]:
+    """``main.go``'s flags and environment for a target's ``ClientSecurity`` (none: PLAINTEXT)."""
+    if security is None:
+        return [], {}
+    args = ["-ca", str(security.ca)]
+    if security.cert:
+        args += ["-cert", str(security.cert), "-key", str(security.key)]
+    if security.mechanism:
+        args += ["-sasl-mechanism", security.mechanism, "-sasl-user", security.username]
+        return args, {"COMPAT_SASL_PASSWORD": security.password}
+    return args, {}
+
+
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     results: dict[str, str] = {}
+    args, env = security_args(target.security)
     for prefix, version in VERSIONS.items():
         out = _bounded([str(CACHE / "saramacheck"), "-brokers", target.bootstrap,
-                        "-nodes", str(target.nodes), "-version", version],
+                        "-nodes", str(target.nodes), "-version", version, *args],
                        SCENARIO_TIMEOUT_S * len(SCENARIOS) + 60,
-                       workdir / f"sarama-{version}.log")
+                       workdir / f"sarama-{version}.log", env={**os.environ, **env})
         results.update({prefix + name: "failed" for name in SCENARIOS})
         for line in out.splitlines():
             m = LINE.match(line.strip())

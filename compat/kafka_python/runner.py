@@ -11,10 +11,15 @@ byte-identical to every file the 3.0.12 sdist ships. They are extracted into
 
 Not run (recorded as skipped): the SASL and SSL tests; they ask the fixture for a SASL / SSL
 listener, which the external-broker mode cannot provide (it hands back the plaintext broker).
+
+On a secure target ``KAFKA_URI`` is the secure listener and ``security_plugin`` (loaded with
+``-p``) gives every client the suite makes the target's settings (SASL_SSL with SCRAM-SHA-512,
+or SSL with a client certificate): all of them are built by ``KafkaFixture._enrich_client_params``.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from compat.pytest_suite import PytestRun, collect, execute, skipped
@@ -50,6 +55,8 @@ BROKER_CONFIG: dict[str, str] = {
     "super.users": "User:ANONYMOUS",
 }
 FAST = False
+SECURITY = ("sasl-ssl", "mtls")
+HERE = Path(__file__).resolve().parent
 
 NOT_RUN = {
     r"^test_sasl_integration\.py": "needs a SASL listener (external mode gives plaintext)",
@@ -78,15 +85,33 @@ def prepare() -> str:
     return f"kafka-python {kafka.__version__}, tests {TAG}"
 
 
+def client_security(sec) -> dict[str, str]:
+    """A target's ``ClientSecurity`` as kafka-python's client settings."""
+    conf = {"security_protocol": sec.protocol, "ssl_cafile": str(sec.ca)}
+    if sec.mechanism:
+        conf.update({"sasl_mechanism": sec.mechanism, "sasl_plain_username": sec.username,
+                     "sasl_plain_password": sec.password})
+    if sec.cert:
+        conf.update({"ssl_certfile": str(sec.cert), "ssl_keyfile": str(sec.key)})
+    return conf
+
+
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
-    pytest_run = PytestRun(CACHE, "test/integration", {
+    env = {
+        # The fixture reads only the host and port (the scheme is not its transport).
         "KAFKA_URI": f"PLAINTEXT://{target.bootstrap.split(',')[0]}",
         "KAFKA_VERSION": KAFKA_VERSION,
         "PYTHONPATH": str(CACHE),   # before the stdlib's own ``test`` package
         # The fixture insists that a Kafka install exists even in external mode (it runs no
         # script from it there): the reference Kafka's cached jars.
         "KAFKA_ROOT": str(Path.home() / ".cache" / "kbroker" / "kafka-4.3.1"),
-    }, per_test_timeout=120)
+    }
+    extra_args = []
+    if target.security is not None:  # every client the fixture makes logs in (security_plugin)
+        env["COMPAT_CLIENT_SECURITY"] = json.dumps(client_security(target.security))
+        env["PYTHONPATH"] += f":{HERE}"
+        extra_args = ["-p", "security_plugin"]
+    pytest_run = PytestRun(CACHE, "test/integration", env, per_test_timeout=120, extra_args=extra_args)
     ids = collect(pytest_run)
     results, todo = skipped(ids, NOT_RUN)
     results.update(execute(pytest_run, todo, workdir, deadline_s=2400))

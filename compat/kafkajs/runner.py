@@ -29,6 +29,9 @@ BROKER_CONFIG: dict[str, str] = {
     "auto.create.topics.enable": "true",
 }
 FAST = False
+# Every client of scenarios.js takes ``ssl`` (CA, client certificate) and ``sasl``
+# (scram-sha-512) from KAFKAJS_SECURITY.
+SECURITY = ("sasl-ssl", "mtls")
 FEATURES = {
     "bootstrap": [r"bootstrap"],
     "produce": [r"produce", r"idempotent", r"transaction", r"delete_topic_records"],
@@ -66,10 +69,18 @@ def prepare() -> str:
     return f"kafkajs {installed['version']} (node {node.stdout.strip()})"
 
 
+def _security(sec) -> dict[str, str]:
+    """The target's ``ClientSecurity`` as scenarios.js reads it (paths as strings, no ``None``)."""
+    fields = ("protocol", "ca", "cert", "key", "mechanism", "username", "password")
+    return {f: str(getattr(sec, f)) for f in fields if getattr(sec, f) is not None}
+
+
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     out = workdir / "kafkajs-results.jsonl"
     env = {**os.environ, "NODE_PATH": str(CACHE / "node_modules"),
            "TEST_TIMEOUT_MS": str(TEST_TIMEOUT_S * 1000)}
+    if target.security is not None:
+        env["KAFKAJS_SECURITY"] = json.dumps(_security(target.security))
     cmd = ["node", str(HERE / "scenarios.js"), target.bootstrap, str(target.nodes), str(out)]
     with open(workdir / "kafkajs.log", "w") as logf:
         proc = subprocess.Popen(cmd, env=env, stdout=logf, stderr=subprocess.STDOUT,

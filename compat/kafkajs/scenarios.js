@@ -2,6 +2,9 @@
 //
 //   node scenarios.js BOOTSTRAP NODES RESULTS.jsonl [test-id ...]
 //
+// On a secure target KAFKAJS_SECURITY is a JSON object from runner.py: {protocol (SASL_SSL or
+// SSL), ca, cert, key (PEM paths), mechanism, username, password}; every client trusts the CA,
+// shows its certificate when it has one and logs in with SCRAM when a mechanism is given.
 // Appends one JSON line per test to RESULTS.jsonl: {"test", "outcome", "error", "ms"}.
 // Every test is bounded by TEST_TIMEOUT_MS; a test that times out is failed and the run goes
 // on; the process exits when the last test is done (hung clients do not keep it alive).
@@ -17,11 +20,23 @@ const NODES = Number(NODES_ARG)
 const RF = Math.min(NODES, 3)
 const TEST_TIMEOUT_MS = Number(process.env.TEST_TIMEOUT_MS || 90000)
 
+// kafkajs's ssl / sasl options for a secure target ({} on a plaintext one)
+function security () {
+  if (!process.env.KAFKAJS_SECURITY) return {}
+  const s = JSON.parse(process.env.KAFKAJS_SECURITY)
+  const ssl = { ca: [fs.readFileSync(s.ca, 'utf-8')] }
+  if (s.cert) Object.assign(ssl, { cert: fs.readFileSync(s.cert, 'utf-8'), key: fs.readFileSync(s.key, 'utf-8') })
+  const conf = { ssl }
+  if (s.mechanism) conf.sasl = { mechanism: s.mechanism.toLowerCase(), username: s.username, password: s.password }
+  return conf
+}
+
 const kafka = new Kafka({
   clientId: 'kbroker-compat',
   brokers: BOOTSTRAP.split(','),
   logLevel: logLevel.ERROR,
   retry: { retries: 8, initialRetryTime: 200 },
+  ...security(),
 })
 const toClose = [] // clients a test opened, disconnected after it (even when it fails)
 

@@ -71,6 +71,17 @@ class ClientSecurity:
             conf.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.bundle)})
         return conf
 
+    def java_file(self, path: Path) -> Path:
+        """:meth:`java` as a properties file at ``path`` (a Java client's or tool's config file;
+        keys and values escaped, the JAAS line has quotes, spaces and '=')."""
+        def esc(text: str) -> str:
+            out = text.replace("\\", "\\\\")
+            for ch in ":=#! ":
+                out = out.replace(ch, "\\" + ch)
+            return out
+        path.write_text("".join(f"{esc(k)}={esc(v)}\n" for k, v in self.java().items()))
+        return path
+
 
 @dataclass(frozen=True)
 class Target:

@@ -27,6 +27,7 @@ SUITE = "java-client"
 KAFKA_CLIENTS = "4.3.1"
 FAST = True
 BROKER_CONFIG: dict[str, str] = {}  # the client's defaults need no broker setting
+SECURITY = ("sasl-ssl", "mtls")  # every client starts from the target's settings (a properties file)
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path.home() / ".cache" / "kbroker" / f"java-client-{KAFKA_CLIENTS}"
@@ -71,11 +72,12 @@ def prepare() -> str:
     return f"kafka-clients {KAFKA_CLIENTS} (Java)"
 
 
-def _command(target, tests: list[str]) -> list[str]:
+def _command(target, tests: list[str], client_config: Path | None = None) -> list[str]:
     out = _build_dir()
     classpath = os.pathsep.join([str(out / "java-client-compat-1.0.jar"), str(out / "deps" / "*")])
+    config = [f"-Dcompat.client.config={client_config}"] if client_config else []
     return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, MAIN,
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *config, "-cp", classpath, MAIN,
             target.bootstrap, str(target.nodes), *tests]
 
 
@@ -93,10 +95,12 @@ def parse(stdout: str) -> tuple[list[str], dict[str, tuple[str, str]]]:
 
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
-    """Every test (the fast subset is all of them) in one JVM against ``target.bootstrap``."""
+    """Every test (the fast subset is all of them) in one JVM against ``target.bootstrap``; on a
+    secure target every client of the harness starts from the target's Java settings."""
     logfile = workdir / "java-client.log"
+    config = target.security.java_file(workdir / "client.properties") if target.security else None
     with open(logfile, "w") as err:
-        proc = subprocess.Popen(_command(target, []), stdout=subprocess.PIPE, stderr=err, text=True,
+        proc = subprocess.Popen(_command(target, [], config), stdout=subprocess.PIPE, stderr=err, text=True,
                                 start_new_session=True)
         try:
             stdout, _ = proc.communicate(timeout=RUN_TIMEOUT)

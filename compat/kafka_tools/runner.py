@@ -36,6 +36,9 @@ FAST = True
 # A raw client writes a transactional batch without AddPartitionsToTxn (a hanging transaction,
 # what find-hanging and abort are for): Kafka's partition verification must be off for that.
 BROKER_CONFIG = {"transaction.partition.verification.enable": "false"}
+# Every tool takes the target's Java client settings as --command-config, the confluent-kafka
+# helpers librdkafka's and the raw writer of the hanging transaction logs in itself (TLS, SCRAM).
+SECURITY = ("sasl-ssl", "mtls")
 
 FEATURES = {
     "bootstrap": [r"^topics_list$", r"^log_dirs"],
@@ -56,8 +59,14 @@ class Ctx:
     bootstrap: str
     nodes: int
     workdir: Path
+    security: object = None  # the target's ClientSecurity on a secure target
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     shared: dict = field(default_factory=dict)
+
+    def conf(self, **extra) -> dict:
+        """A confluent-kafka client's settings for the target, and ``extra``."""
+        return {"bootstrap.servers": self.bootstrap,
+                **(self.security.librdkafka() if self.security else {}), **extra}
 
     def topic(self, what: str) -> str:
         return f"kt-{what}-{uuid.uuid4().hex[:8]}"
@@ -90,7 +99,7 @@ def leader_address(ctx: Ctx, topic: str, partition: int) -> str:
     """host:port of the partition's leader (a raw client must write there)."""
     from confluent_kafka.admin import AdminClient
 
-    md = AdminClient({"bootstrap.servers": ctx.bootstrap}).list_topics(topic, timeout=15)
+    md = AdminClient(ctx.conf()).list_topics(topic, timeout=15)
     broker = md.brokers[md.topics[topic].partitions[partition].leader]
     return f"{broker.host}:{broker.port}"
 
@@ -98,7 +107,7 @@ def leader_address(ctx: Ctx, topic: str, partition: int) -> str:
 def broker_ids(ctx: Ctx) -> list[int]:
     from confluent_kafka.admin import AdminClient
 
-    return sorted(AdminClient({"bootstrap.servers": ctx.bootstrap}).list_topics(timeout=15).brokers)
+    return sorted(AdminClient(ctx.conf()).list_topics(timeout=15).brokers)
 
 
 def create(ctx: Ctx, topic: str, partitions: int, rf: int | None = None, *extra: str) -> None:
@@ -112,8 +121,8 @@ def create(ctx: Ctx, topic: str, partitions: int, rf: int | None = None, *extra:
 def txn_producer(ctx: Ctx, txn_id: str):
     import confluent_kafka as ck
 
-    p = ck.Producer({"bootstrap.servers": ctx.bootstrap, "transactional.id": txn_id, "linger.ms": 0,
-                     "transaction.timeout.ms": 60000})
+    p = ck.Producer(ctx.conf(**{"transactional.id": txn_id, "linger.ms": 0,
+                                "transaction.timeout.ms": 60000}))
     p.init_transactions(30)
     return p
 
@@ -226,7 +235,7 @@ def _group(ctx: Ctx) -> tuple[str, str]:
         create(ctx, topic, 2)
         import confluent_kafka as ck
 
-        p = ck.Producer({"bootstrap.servers": ctx.bootstrap})
+        p = ck.Producer(ctx.conf())
         for i in range(10):
             p.produce(topic, key=b"k", value=f"v{i}".encode(), partition=0 if i < 7 else 1)
         assert p.flush(30) == 0
@@ -303,7 +312,8 @@ def _txn(ctx: Ctx) -> TxnScenario:
         p.produce(topic, key=b"k", value=b"open", partition=1)
         assert p.flush(30) == 0
         old_ts = int(time.time() * 1000) - txcli.AGE_MS
-        hanging = txcli.write_hanging(leader_address(ctx, topic, 0), topic, 0, old_ts, None)
+        hanging = txcli.write_hanging(leader_address(ctx, topic, 0), topic, 0, old_ts, None,
+                                      security=ctx.security)
         return TxnScenario(topic, txn_id, p, hanging, old_ts)
     return ctx.once("txn", build)
 
@@ -396,7 +406,7 @@ def get_offsets(ctx: Ctx) -> None:
     create(ctx, topic, 2)
     import confluent_kafka as ck
 
-    p = ck.Producer({"bootstrap.servers": ctx.bootstrap})
+    p = ck.Producer(ctx.conf())
     base = int(time.time() * 1000) - 60_000
     for i, ts in enumerate((base, base + 5000, base + 3000)):
         p.produce(topic, value=f"v{i}".encode(), partition=0, timestamp=ts)
@@ -469,7 +479,7 @@ def log_dirs(ctx: Ctx) -> None:
     create(ctx, topic, 2, ctx.nodes)
     import confluent_kafka as ck
 
-    p = ck.Producer({"bootstrap.servers": ctx.bootstrap})
+    p = ck.Producer(ctx.conf())
     for i in range(20):
         p.produce(topic, value=b"x" * 100, partition=i % 2)
     assert p.flush(30) == 0
@@ -541,10 +551,15 @@ def prepare() -> str:
 
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
-    ctx = Ctx(target.bootstrap, target.nodes, workdir)
+    ctx = Ctx(target.bootstrap, target.nodes, workdir, target.security)
     # Clusters run with min.insync.replicas=2: acks=all (the tools' and clients' default) needs
     # topics of RF >= 2 there, on Kafka as on kbroker.
     kt.REPLICATION_FACTOR = min(3, target.nodes)
+    # A secure target: every tool call (here and in the reused scenarios) gets the target's Java
+    # client settings as --command-config, the reused scenarios' confluent-kafka clients its
+    # librdkafka settings; a plain target gets neither.
+    kt.COMMAND_CONFIG = target.security.java_file(workdir / "client.properties") if target.security else None
+    kt.CLIENT_CONFIG = target.security.librdkafka() if target.security else {}
     results = {}
     try:
         for test, (scenario, in_fast, cluster_only) in SCENARIOS.items():

@@ -53,6 +53,11 @@ TOOL_TIMEOUT = 90  # seconds per CLI invocation (JVM start is ~1 s)
 # The topics' replication factor: 1 here; compat/kafka_tools runs these scenarios on three-node
 # clusters (min.insync.replicas=2, so acks=all needs RF >= 2) with 3.
 REPLICATION_FACTOR = 1
+# Client settings for a secure listener, none here; compat/kafka_tools sets both on its SASL_SSL
+# and mTLS targets: a properties file every tool gets as ``--command-config`` (all the tools used
+# take that option in 4.3.1) and the confluent-kafka clients' settings (librdkafka's names).
+COMMAND_CONFIG: Path | None = None
+CLIENT_CONFIG: dict[str, str] = {}
 
 pytestmark = [
     pytest.mark.kafka_tools,
@@ -94,9 +99,12 @@ def topic() -> str:
 
 # --------------------------------------------------------------------------- helpers
 def kafka(tool: str, *args: str, input: str | None = None, timeout: float = TOOL_TIMEOUT,
-          check: bool = True) -> subprocess.CompletedProcess:
-    """Run a Kafka tool via kafka-run.sh; stdout/stderr captured as text."""
-    cmd = [str(KAFKA_RUN), tool, *args]
+          check: bool = True, command_config: Path | None = None) -> subprocess.CompletedProcess:
+    """Run a Kafka tool via kafka-run.sh; stdout/stderr captured as text. ``command_config``
+    (default: ``COMMAND_CONFIG``, none) is given as ``--command-config`` before the other
+    arguments (kafka-transactions takes it only before its sub-command)."""
+    config = command_config or COMMAND_CONFIG
+    cmd = [str(KAFKA_RUN), tool, *(("--command-config", str(config)) if config else ()), *args]
     try:
         res = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout,
                              stdin=None if input is not None else subprocess.DEVNULL, check=False)
@@ -397,7 +405,7 @@ def test_transactions_list_and_describe(bootstrap, topic):
     create_topic(bootstrap, topic, 1)
     describe_until(bootstrap, topic, 1)
     txn_id = f"kt-txn-{uuid.uuid4().hex[:8]}"
-    p = ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    p = ck.Producer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG, "transactional.id": txn_id})
     p.init_transactions(10)
     p.begin_transaction()
     for i in range(5):
@@ -434,7 +442,8 @@ def test_consumer_groups_delete_offsets(bootstrap, topic):
     create_topic(bootstrap, topic, 2)
     describe_until(bootstrap, topic, 2)
     group = f"kt-group-{uuid.uuid4().hex[:8]}"
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c = ck.Consumer({"bootstrap.servers": bootstrap, **CLIENT_CONFIG, "group.id": group,
+                     "enable.auto.commit": False})
     c.commit(offsets=[ck.TopicPartition(topic, 0, 5), ck.TopicPartition(topic, 1, 6)], asynchronous=False)
 
     def groups(*args: str) -> subprocess.CompletedProcess:

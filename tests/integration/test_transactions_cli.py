@@ -121,9 +121,10 @@ def init_pid(c: RawClient, transactional_id: str | None) -> tuple[int, int]:
 
 
 def write_hanging(bootstrap: str, topic: str, partition: int, timestamp: int,
-                  transactional_id: str | None) -> tuple[int, int, int]:
-    """A transactional batch the coordinator does not know about: (producer id, epoch, offset)."""
-    with RawClient(bootstrap) as c:
+                  transactional_id: str | None, security=None) -> tuple[int, int, int]:
+    """A transactional batch the coordinator does not know about: (producer id, epoch, offset).
+    ``security``: a secure listener's settings for :class:`RawClient` (none by default)."""
+    with RawClient(bootstrap, security=security) as c:
         pid, epoch = init_pid(c, transactional_id)
         batch = bytes(rb.build_batch([(b"k", b"hanging")], timestamp=timestamp, producer_id=pid,
                                      producer_epoch=epoch, base_sequence=0, transactional=True))

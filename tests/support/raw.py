@@ -17,10 +17,36 @@ from protocol.fast import skip_tagged_fields
 class RawClient:
     client_id = "raw-test"  # the request header's client id (quotas are per client id)
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, security=None) -> None:
+        """``security`` (optional): how to reach a secure listener, an object with compat's
+        ``ClientSecurity`` fields (``protocol`` SSL or SASL_SSL, ``ca``, ``cert``/``key`` for a
+        client certificate, ``mechanism``/``username``/``password`` for SCRAM): TLS, then the
+        SCRAM login (SaslHandshake v1, SaslAuthenticate v2) before the first request."""
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.correlation_id = 0
+        if security is not None:
+            self._secure(host, security)
+
+    def _secure(self, host: str, security) -> None:
+        import ssl
+
+        ctx = ssl.create_default_context(cafile=str(security.ca))
+        if getattr(security, "cert", None):
+            ctx.load_cert_chain(str(security.cert), str(security.key))
+        self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
+        if getattr(security, "mechanism", None):
+            from scramp import ScramClient
+
+            hs = self.call(17, 1, {"mechanism": security.mechanism})
+            assert hs.error_code == 0, hs
+            client = ScramClient([security.mechanism], security.username, security.password)
+            first = self.call(36, 2, {"auth_bytes": client.get_client_first().encode()})
+            assert first.error_code == 0, first
+            client.set_server_first(bytes(first.auth_bytes).decode())
+            final = self.call(36, 2, {"auth_bytes": client.get_client_final().encode()})
+            assert final.error_code == 0, final
+            client.set_server_final(bytes(final.auth_bytes).decode())
 
     def close(self) -> None:
         self.sock.close()

@@ -64,8 +64,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * Kafka's Java client (kafka-clients) against one broker or cluster: idempotence, transactions,
  * read_committed, fencing and the AdminClient calls applications and operators use.
  *
- * <pre>java -cp ... kbroker.compat.CompatTests BOOTSTRAP NODES [test-id ...]</pre>
+ * <pre>java [-Dcompat.client.config=FILE] -cp ... kbroker.compat.CompatTests BOOTSTRAP NODES [test-id ...]</pre>
  *
+ * {@code compat.client.config} (optional) names a properties file every client (admin, producer,
+ * consumer) starts from: the security settings of compat's SASL_SSL and mTLS targets.
  * Each test runs with its own topics and ids under a per-test time limit and prints one line
  * {@code RESULT<TAB>id<TAB>passed|failed<TAB>reason} (after a first line {@code TESTS<TAB>id,id,...});
  * compat/java_client/runner.py parses them.
@@ -79,8 +81,15 @@ public final class CompatTests {
     private final int nodes;
     private final short rf;
     private final String run = UUID.randomUUID().toString().substring(0, 8);
+    private final Properties base = new Properties(); // every client's settings (security)
 
-    private CompatTests(String bootstrap, int nodes) {
+    private CompatTests(String bootstrap, int nodes) throws java.io.IOException {
+        String config = System.getProperty("compat.client.config");
+        if (config != null && !config.isEmpty()) {
+            try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Path.of(config))) {
+                base.load(r);
+            }
+        }
         this.bootstrap = bootstrap;
         this.nodes = nodes;
         this.rf = (short) Math.min(nodes, 3);
@@ -211,6 +220,7 @@ public final class CompatTests {
 
     private Admin admin() {
         Properties p = new Properties();
+        p.putAll(base);
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10000);
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 20000);
@@ -219,6 +229,7 @@ public final class CompatTests {
 
     private KafkaProducer<String, String> producer(Map<String, Object> extra) {
         Properties p = new Properties();
+        p.putAll(base);
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
@@ -241,6 +252,7 @@ public final class CompatTests {
 
     private KafkaConsumer<String, String> consumer(String group, IsolationLevel isolation) {
         Properties p = new Properties();
+        p.putAll(base);
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());

@@ -71,6 +71,27 @@ class ClientSecurity:
             conf.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.bundle)})
         return conf
 
+    def kafka_python(self) -> dict[str, str]:
+        """kafka-python's (and aiokafka's) client settings."""
+        conf = {"security_protocol": self.protocol, "ssl_cafile": str(self.ca)}
+        if self.mechanism:
+            conf.update({"sasl_mechanism": self.mechanism, "sasl_plain_username": self.username,
+                         "sasl_plain_password": self.password})
+        if self.cert:
+            conf.update({"ssl_certfile": str(self.cert), "ssl_keyfile": str(self.key)})
+        return conf
+
+    def go_flags(self) -> tuple[list[str], dict[str, str]]:
+        """The flags of the Go harnesses (``compat/franz_go``, ``compat/sarama``) and their
+        environment (the password travels there, not on the command line)."""
+        args = ["-ca", str(self.ca)]
+        if self.cert:
+            args += ["-cert", str(self.cert), "-key", str(self.key)]
+        if self.mechanism:
+            args += ["-sasl-mechanism", self.mechanism, "-sasl-user", self.username]
+            return args, {"COMPAT_SASL_PASSWORD": self.password}
+        return args, {}
+
     def java_file(self, path: Path) -> Path:
         """:meth:`java` as a properties file at ``path`` (a Java client's or tool's config file;
         keys and values escaped, the JAAS line has quotes, spaces and '=')."""

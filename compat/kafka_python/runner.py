@@ -85,17 +85,6 @@ def prepare() -> str:
     return f"kafka-python {kafka.__version__}, tests {TAG}"
 
 
-def client_security(sec) -> dict[str, str]:
-    """A target's ``ClientSecurity`` as kafka-python's client settings."""
-    conf = {"security_protocol": sec.protocol, "ssl_cafile": str(sec.ca)}
-    if sec.mechanism:
-        conf.update({"sasl_mechanism": sec.mechanism, "sasl_plain_username": sec.username,
-                     "sasl_plain_password": sec.password})
-    if sec.cert:
-        conf.update({"ssl_certfile": str(sec.cert), "ssl_keyfile": str(sec.key)})
-    return conf
-
-
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     env = {
         # The fixture reads only the host and port (the scheme is not its transport).
@@ -108,7 +97,7 @@ def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     }
     extra_args = []
     if target.security is not None:  # every client the fixture makes logs in (security_plugin)
-        env["COMPAT_CLIENT_SECURITY"] = json.dumps(client_security(target.security))
+        env["COMPAT_CLIENT_SECURITY"] = json.dumps(target.security.kafka_python())
         env["PYTHONPATH"] += f":{HERE}"
         extra_args = ["-p", "security_plugin"]
     pytest_run = PytestRun(CACHE, "test/integration", env, per_test_timeout=120, extra_args=extra_args)

@@ -86,15 +86,7 @@ def _bounded(cmd: list[str], timeout: float, log_path: Path, env: dict[str, str]
 
 def security_args(security) -> tuple[list[str], dict[str, str]]:
     """``main.go``'s flags and environment for a target's ``ClientSecurity`` (none: PLAINTEXT)."""
-    if security is None:
-        return [], {}
-    args = ["-ca", str(security.ca)]
-    if security.cert:
-        args += ["-cert", str(security.cert), "-key", str(security.key)]
-    if security.mechanism:
-        args += ["-sasl-mechanism", security.mechanism, "-sasl-user", security.username]
-        return args, {"COMPAT_SASL_PASSWORD": security.password}
-    return args, {}
+    return security.go_flags() if security is not None else ([], {})
 
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:

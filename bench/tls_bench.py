@@ -111,18 +111,9 @@ def _client(target, ca: DevCA, secure: bool) -> dict:
 
 
 def _add_user(target) -> None:
-    from confluent_kafka.admin import (
-        AdminClient,
-        ScramCredentialInfo,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
-    )
+    from compat.targets import add_scram_user
 
-    admin = AdminClient({"bootstrap.servers": target.plain})
-    upsert = UserScramCredentialUpsertion(USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
-                                          PASSWORD.encode())
-    for f in admin.alter_user_scram_credentials([upsert]).values():
-        f.result(30)
+    add_scram_user(target.plain, USER, PASSWORD, iterations=4096)
 
 
 def produce(target, ca: DevCA, secure: bool, mb: float, run: int) -> dict:

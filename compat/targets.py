@@ -232,11 +232,13 @@ def _secure(stack: contextlib.ExitStack, workdir: Path, config: dict[str, str], 
     stack.callback(broker.stop)
     broker.start()
     if security.mechanism:
-        _add_scram_user(broker.bootstrap, security)
+        add_scram_user(broker.bootstrap, security.username, security.password)
     return Target(name, f"127.0.0.1:{port}", 1, security)
 
 
-def _add_scram_user(plaintext: str, security: ClientSecurity) -> None:
+def add_scram_user(plaintext: str, username: str, password: str, iterations: int = 8192) -> None:
+    """A SCRAM-SHA-512 credential for ``username``, set through a PLAINTEXT listener (there the
+    caller is ANONYMOUS, allowed since these brokers have no authorizer)."""
     from confluent_kafka.admin import (
         AdminClient,
         ScramCredentialInfo,
@@ -244,8 +246,8 @@ def _add_scram_user(plaintext: str, security: ClientSecurity) -> None:
         UserScramCredentialUpsertion,
     )
 
-    admin = AdminClient({"bootstrap.servers": plaintext})  # PLAINTEXT: ANONYMOUS, no authorizer
-    upsert = UserScramCredentialUpsertion(security.username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                          security.password.encode())
+    admin = AdminClient({"bootstrap.servers": plaintext})
+    upsert = UserScramCredentialUpsertion(username, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, iterations),
+                                          password.encode())
     for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(30)

@@ -214,7 +214,7 @@ class ReplicaManager:
         if name in self.metadata.topics:
             raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if assignment is None:
-            assignment = assign_replicas(num_partitions, replication_factor, self._live_racks())
+            assignment = self._assign(num_partitions, replication_factor)
         else:
             self._check_assignment(assignment)
         topic = await self.metadata.create_topic(name, assignment, configs)
@@ -222,17 +222,24 @@ class ReplicaManager:
                  replication_factor=len(assignment[0]) if assignment else 0, configs=configs)
         return topic
 
-    def _live_racks(self) -> dict[int, str | None]:
-        return {n: b.rack for n, b in self.metadata.brokers.items() if not b.controlled_shutdown}
+    def _assign(self, num_partitions: int, replication_factor: int, start_partition: int = 0) -> list[list[int]]:
+        """Over every registered broker, each partition led by an active one (KRaft's placer)."""
+        racks = self.metadata.placement_racks()
+        return assign_replicas(num_partitions, replication_factor, racks, start_partition=start_partition,
+                               fenced=set(racks) - self.metadata.active_broker_ids())
 
     def _check_assignment(self, assignment: list[list[int]]) -> None:
-        live = set(self.metadata.brokers)
-        for replicas in assignment:
+        registered, active = set(self.metadata.registered), self.metadata.active_broker_ids()
+        for index, replicas in enumerate(assignment):
             if not replicas or len(set(replicas)) != len(replicas):
                 raise KafkaError(ErrorCode.invalid_replica_assignment, f"Duplicate or empty replicas {replicas}")
-            if not set(replicas) <= live:
+            if not set(replicas) <= registered:
                 raise KafkaError(ErrorCode.broker_not_available,
                                  f"Replica assignment {replicas} names brokers that are not registered")
+            if not set(replicas) & active:
+                raise KafkaError(ErrorCode.invalid_replica_assignment,
+                                 f"All brokers specified in the manual partition assignment for partition "
+                                 f"{index} are fenced or in controlled shutdown.")
 
     def delete_topic(self, name: str) -> None:
         topic = self.metadata.delete_topic(name)
@@ -267,7 +274,7 @@ class ReplicaManager:
         before = len(topic.partitions)
         rf = len(topic.partitions[0].replicas) if topic.partitions else 1
         if assignment is None:
-            assignment = assign_replicas(total - before, rf, self._live_racks(), start_partition=before)
+            assignment = self._assign(total - before, rf, start_partition=before)
         else:
             self._check_assignment(assignment)
         await self.metadata.add_partitions(name, assignment)

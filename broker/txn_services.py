@@ -35,8 +35,8 @@ class BrokerTxnServices(BrokerCoordinatorServices):
         p = state.partitions[partition]
         return p.leader, p.leader_epoch
 
-    def alive_broker_count(self) -> int:
-        return max(len(self.broker.metadata.brokers), 1)
+    def registered_broker_count(self) -> int:
+        return max(len(self.broker.metadata.registered), 1)
 
     def endpoint(self, node_id: int) -> tuple[str, int] | None:
         """Where to reach a broker (this one or a registered peer) on the inter-broker listener."""

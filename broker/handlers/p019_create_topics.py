@@ -64,7 +64,7 @@ async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
             raise KafkaError(ErrorCode.invalid_request,
                              "Both numPartitions or replicationFactor and replicasAssignments were set.")
         for a in t.assignments:
-            if any(b not in broker.metadata.brokers for b in a.broker_ids) or not a.broker_ids:
+            if any(b not in broker.metadata.registered for b in a.broker_ids) or not a.broker_ids:
                 raise KafkaError(ErrorCode.invalid_replica_assignment,
                                  f"Replica assignment {list(a.broker_ids)} names brokers that do not exist")
         num_partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
@@ -77,7 +77,7 @@ async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
         rf = broker.config["default.replication.factor"]
     if num_partitions <= 0:
         raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
-    check_replication_factor(rf, len(broker.metadata.brokers))
+    check_replication_factor(rf, len(broker.metadata.registered))
     configs = {}
     for c in t.configs:
         try:

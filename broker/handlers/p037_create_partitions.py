@@ -83,7 +83,7 @@ def _check_assignment(ctx: RequestContext, replicas: list[int], rf: int) -> None
                          "The manual partition assignment includes an empty replica list.")
     prev = None
     for b in sorted(replicas):
-        if b not in ctx.services.metadata.brokers:
+        if b not in ctx.services.metadata.registered:
             raise KafkaError(ErrorCode.invalid_replica_assignment,
                              f"The manual partition assignment includes broker {b}, but no such "
                              f"broker is registered.")

@@ -26,7 +26,7 @@ def _check_target(metadata, replicas: list[int]) -> str | None:
         return "The replica list is empty."
     if len(set(replicas)) != len(replicas):
         return f"The replica list {replicas} contains duplicates."
-    missing = [r for r in replicas if r not in metadata.brokers]
+    missing = [r for r in replicas if r not in metadata.registered]
     if missing:
         return f"The replica list {replicas} names brokers that are not registered: {missing}."
     return None

@@ -7,7 +7,7 @@ Behavior:
   ``describeMetadataQuorum`` read it.
 - Leader: the controller (``controller_id``) and its epoch; high watermark: the position of
   this broker's metadata image; voters: every registered broker, each of which can be elected
-  controller. Only this broker knows its own position: another voter's log end offset and
+  controller (a fenced one too, as a KRaft voter that is down stays a voter). Only this broker knows its own position: another voter's log end offset and
   timestamps are -1 (unknown), as KRaft reports a voter it has not heard from. No observers.
 - Any broker answers, from its own image (Kafka forwards the request to the active controller).
 
@@ -56,7 +56,7 @@ def _describe(ctx: RequestContext) -> dict:
     metadata = ctx.services.metadata
     now = int(time.time() * 1000)
     voters = []
-    for node_id in metadata.live_broker_ids():
+    for node_id in sorted(metadata.registered):
         own = node_id == metadata.node_id
         voters.append({
             "replica_id": node_id, "replica_directory_id": UNKNOWN_DIRECTORY,
@@ -72,7 +72,7 @@ def _describe(ctx: RequestContext) -> dict:
 
 def _nodes(ctx: RequestContext) -> list[dict]:
     out = []
-    for node_id, registration in sorted(ctx.services.metadata.brokers.items()):
+    for node_id, registration in sorted(ctx.services.metadata.registered.items()):
         endpoints = registration.endpoints or {"PLAINTEXT": (registration.host, registration.port)}
         out.append({"node_id": node_id, "listeners": [{"name": name, "host": host, "port": port}
                                                       for name, (host, port) in endpoints.items()]})

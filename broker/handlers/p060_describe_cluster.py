@@ -9,11 +9,9 @@ Behavior:
 - v1 ``endpoint_type``: BROKERS (1) is answered; CONTROLLERS (2) gets MISMATCHED_ENDPOINT_TYPE
   (this is a broker endpoint) and any other value UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST on
   v0), as Kafka's AuthHelper.computeDescribeClusterResponse.
-- v2 ``include_fenced_brokers`` / ``is_fenced``: every broker listed is unfenced.
-
-Differs from Kafka: a broker that is down is not registered here (its etcd lease expired), so
-it is never listed, while a KRaft cluster keeps it registered and fenced and lists it when
-``include_fenced_brokers`` asks.
+- v2 ``include_fenced_brokers``: the registered brokers whose session lapsed (down, or not yet
+  back) are listed too, with ``is_fenced`` set, as KRaft lists them; otherwise only unfenced
+  brokers are.
 
 Version notes:
 - v0 flexible; v1 endpoint_type in request and response; v2 fenced brokers (KIP-1073).
@@ -48,7 +46,9 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
         "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": b.cluster_id,
         "controller_id": b.metadata.controller_id if b.metadata.controller_id >= 0 else b.node_id,
-        "brokers": [{"broker_id": n, "host": host, "port": port, "rack": rack, "is_fenced": False}
-                    for n, host, port, rack in b.metadata.brokers_on(ctx.listener)],
+        "brokers": [{"broker_id": n, "host": host, "port": port, "rack": rack,
+                     "is_fenced": n not in b.metadata.brokers}
+                    for n, host, port, rack in b.metadata.brokers_on(
+                        ctx.listener, include_fenced=getattr(request, "include_fenced_brokers", False))],
         "cluster_authorized_operations": cluster_operations(request.include_cluster_authorized_operations, ctx),
     }

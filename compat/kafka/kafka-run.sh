@@ -20,6 +20,7 @@
 #   kafka-log-dirs               org.apache.kafka.tools.LogDirsCommand
 #   kafka-metadata-quorum        org.apache.kafka.tools.MetadataQuorumCommand
 #   kafka-acls                   org.apache.kafka.tools.AclCommand
+#   kafka-cluster                org.apache.kafka.tools.ClusterTool
 #   kafka-server-start           kafka.Kafka
 # (a trailing ".sh" on an alias is accepted too: kafka-topics.sh)
 #
@@ -58,6 +59,7 @@ case "$CLASS" in
   kafka-log-dirs)            CLASS=org.apache.kafka.tools.LogDirsCommand ;;
   kafka-metadata-quorum)     CLASS=org.apache.kafka.tools.MetadataQuorumCommand ;;
   kafka-acls)                CLASS=org.apache.kafka.tools.AclCommand ;;
+  kafka-cluster)             CLASS=org.apache.kafka.tools.ClusterTool ;;
   kafka-server-start)        CLASS=kafka.Kafka ;;
 esac
 

@@ -3,9 +3,10 @@
 Owns the decisions that Kafka's QuorumController makes, taken on the metadata image and written
 to the store by compare-and-swap:
 
-- ``assign_replicas``: spread partitions and their leaders over the live brokers (rack-aware when
-  brokers have ``broker.rack``), Kafka's round-robin with a shifted follower start;
-  INVALID_REPLICATION_FACTOR when the factor exceeds the live broker count.
+- ``assign_replicas``: spread partitions over the registered brokers, fenced ones included, with
+  each partition's first replica (its leader) an active one (rack-aware when brokers have
+  ``broker.rack``), Kafka's round-robin with a shifted follower start; INVALID_REPLICATION_FACTOR
+  when the factor exceeds the registered broker count or every broker is fenced.
 - One controller at a time (etcd backend): the broker that creates the ``controller`` key under
   its lease; the key's create_revision is the controller epoch and every write compares it, so
   a deposed controller resumed from a pause cannot write.
@@ -42,11 +43,20 @@ log = structlog.get_logger("controller")
 
 
 def assign_replicas(num_partitions: int, replication_factor: int, brokers: dict[int, str | None],
-                    start_partition: int = 0, seed: int | None = None) -> list[list[int]]:
+                    start_partition: int = 0, seed: int | None = None,
+                    fenced: set[int] = frozenset()) -> list[list[int]]:
     """Replica lists for ``num_partitions`` new partitions (Kafka's AdminUtils shape): leaders
     round-robin from a random start, followers shifted so replicas of neighbouring partitions
-    differ; with racks, the broker order alternates racks so each partition spans racks."""
+    differ; with racks, the broker order alternates racks so each partition spans racks.
+
+    ``brokers``: every registered broker (with its rack); ``fenced``: those of them that may
+    hold a replica but not lead (fenced or shutting down), so never come first."""
     check_replication_factor(replication_factor, len(brokers))
+    active = sorted(set(brokers) - set(fenced))
+    if not active:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Unable to replicate the partition {replication_factor} time(s): "
+                         f"All brokers are currently fenced.")
     ordered = _rack_alternated(brokers)
     n = len(ordered)
     racks = {b: brokers[b] or "" for b in ordered}
@@ -72,8 +82,21 @@ def assign_replicas(num_partitions: int, replication_factor: int, brokers: dict[
                         and broker not in replicas:
                     replicas.append(broker)
                     used_racks.add(racks[broker])
-        out.append(replicas)
+        out.append(_led_by_active(replicas, fenced, active, p))
     return out
+
+
+def _led_by_active(replicas: list[int], fenced: set[int], active: list[int], p: int) -> list[int]:
+    """``replicas`` with an active broker first: the first active one moved to the front, or,
+    when all are fenced, the first replaced by an active broker (round-robin by partition)."""
+    if replicas[0] not in fenced:
+        return replicas
+    first_active = next((i for i, r in enumerate(replicas) if r not in fenced), None)
+    if first_active is not None:
+        replicas[0], replicas[first_active] = replicas[first_active], replicas[0]
+    else:
+        replicas[0] = active[p % len(active)]
+    return replicas
 
 
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:

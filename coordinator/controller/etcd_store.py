@@ -3,8 +3,11 @@
 Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/kbroker``)::
 
     cluster_id                      put once, by whoever comes first
-    brokers/<node.id>               BrokerRegistration (endpoints by listener name), attached
-                                    to the broker's lease
+    brokers/<node.id>               BrokerRegistration (endpoints by listener name, rack,
+                                    incarnation): persists across crashes and restarts; only
+                                    UnregisterBroker deletes it
+    alive/<node.id>                 the broker's session: its incarnation id, attached to its
+                                    lease. Registered without it = fenced (KRaft's term)
     controller                      the elected controller's node id, attached to its lease;
                                     its create_revision is the controller epoch
     topics/<name>                   topic id, configs, partition count
@@ -88,6 +91,7 @@ class EtcdMetadataStore(MetadataCache):
         self.registration: BrokerRegistration | None = None
         self.revision = 0
         self.controller_epoch = 0
+        self._alive: dict[int, str] = {}  # node id -> incarnation id of each live session
         self._topic_raw: dict[str, dict] = {}
         self._parts: dict[tuple[str, int], PartitionState] = {}
         self._applied = asyncio.Event()
@@ -182,16 +186,19 @@ class EtcdMetadataStore(MetadataCache):
         self.cluster_id = got.value.decode()
 
     async def _register(self, registration: BrokerRegistration, wait_s: float) -> None:
-        """Put ``brokers/<id>`` under a fresh lease; wait out a dead predecessor's lease."""
+        """Put ``alive/<id>`` under a fresh lease and the registration beside it; wait out a
+        dead predecessor's lease (a second live process with this node.id is refused, as KRaft
+        refuses a duplicate registration while the other's session lasts)."""
         self.registration = registration
-        key = self.key("brokers", registration.node_id)
+        key = self.key("alive", registration.node_id)
         deadline = time.monotonic() + wait_s
         while True:
             self.lease = await self.client.lease(self.ttl)
             t = self.client.transactions
             ok, _ = await self.client.transaction(
                 compare=[t.version(key) == 0],
-                success=[t.put(key, _dumps(_registration_json(registration)), lease=self.lease.id)],
+                success=[t.put(key, registration.incarnation_id.encode(), lease=self.lease.id),
+                         t.put(self.key("brokers", registration.node_id), _dumps(_registration_json(registration)))],
                 failure=[])
             if ok:
                 log.info("broker_registered", node_id=registration.node_id, lease_ttl_s=self.ttl,
@@ -210,8 +217,21 @@ class EtcdMetadataStore(MetadataCache):
     async def update_registration(self, **changes) -> None:
         for k, v in changes.items():
             setattr(self.registration, k, v)
+        await self._put_registration()
+
+    async def _put_registration(self) -> None:
         await self.client.put(self.key("brokers", self.registration.node_id),
-                              _dumps(_registration_json(self.registration)), lease=self.lease.id)
+                              _dumps(_registration_json(self.registration)))
+
+    async def unregister_broker(self, node_id: int) -> None:
+        """Remove a registration (UnregisterBroker). A broker that is still up registers
+        again, as a KRaft broker does when its heartbeat finds its registration gone."""
+        t = self.client.transactions
+        key = self.key("brokers", node_id)
+        ok, revision = await self._txn([t.version(key) > 0], [t.delete(key)])
+        if not ok:
+            raise KafkaError(ErrorCode.broker_id_not_registered, f"Broker ID {node_id} is not currently registered")
+        await self.wait_applied(revision)
 
     async def _keepalive_loop(self) -> None:
         interval = max(self.ttl / 3, 0.3)
@@ -274,10 +294,11 @@ class EtcdMetadataStore(MetadataCache):
         self.group_configs = {}
         self.scram_credentials = {}
         self.client_quotas = {}
-        self.brokers = {}
+        self.registered, self._alive = {}, {}
         self.controller_id, self.controller_epoch = -1, 0
         for kv in result:
             self._apply_put(kv.key, kv.value, kv.mod_revision, kv.create_revision)
+        self._refresh_unfenced()
         self.revision = result.header.revision
         self.topics = {}
         for name in list(self._topic_raw):
@@ -342,7 +363,8 @@ class EtcdMetadataStore(MetadataCache):
         self.notify(changed, deleted)
         if name is not None and before is not None and after is not None:
             self.notify_configs({name: before}, {name: after})
-        if name is None and self._kind(kv.key) in ("brokers", "controller"):
+        if name is None and self._kind(kv.key) in ("brokers", "alive", "controller"):
+            self._refresh_unfenced()
             for listener in self.broker_listeners:
                 listener()
 
@@ -366,7 +388,9 @@ class EtcdMetadataStore(MetadataCache):
         kind = parts[0]
         if kind == "brokers":
             raw = json.loads(value)
-            self.brokers = {**self.brokers, int(parts[1]): _registration_from_json(raw)}
+            self.registered = {**self.registered, int(parts[1]): _registration_from_json(raw)}
+        elif kind == "alive":
+            self._alive = {**self._alive, int(parts[1]): value.decode()}
         elif kind == "controller":
             self.controller_id, self.controller_epoch = int(value), create_revision
         elif kind == "cluster_id":
@@ -391,7 +415,12 @@ class EtcdMetadataStore(MetadataCache):
         parts = key.decode()[len(self.prefix) + 1:].split("/")
         kind = parts[0]
         if kind == "brokers":
-            self.brokers = {k: v for k, v in self.brokers.items() if k != int(parts[1])}
+            node_id = int(parts[1])
+            self.registered = {k: v for k, v in self.registered.items() if k != node_id}
+            if node_id == self.node_id and node_id in self._alive and self.registration is not None:
+                self._spawn(self._reregister())
+        elif kind == "alive":
+            self._alive = {k: v for k, v in self._alive.items() if k != int(parts[1])}
         elif kind == "controller":
             self.controller_id, self.controller_epoch = -1, 0
         elif kind == "topics":
@@ -410,6 +439,22 @@ class EtcdMetadataStore(MetadataCache):
             entity = "/".join(parts[1:])
             self.client_quotas = {e: q for e, q in self.client_quotas.items() if e != entity}
         return None
+
+    def _refresh_unfenced(self) -> None:
+        """``brokers``: the registered brokers with a live session."""
+        self.brokers = {n: b for n, b in self.registered.items() if n in self._alive}
+
+    async def _reregister(self) -> None:
+        log.warning("broker_registration_removed_while_alive", node_id=self.node_id, action="registering again")
+        try:
+            await self._put_registration()
+        except ETCD_ERRORS as exc:
+            log.warning("broker_reregistration_failed", node_id=self.node_id, error=repr(exc))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
 
     def _rebuild_topic(self, name: str) -> None:
         """A topic is visible once its record and every partition record are applied."""
@@ -465,7 +510,8 @@ class EtcdMetadataStore(MetadataCache):
         t = self.client.transactions
         topic_key = self.key("topics", name)
         record = {"topic_id": str(uuid.uuid4()), "configs": dict(configs), "partitions": len(assignment)}
-        states = [PartitionState(r[0], 0, list(r), list(r)) for r in assignment]
+        active = self.active_broker_ids()
+        states = [PartitionState.created(r, active) for r in assignment]
         puts = [t.put(self.key("partitions", name, i), _dumps(s.to_json())) for i, s in enumerate(states)]
         first, rest = puts[:MAX_TXN_OPS - 1], puts[MAX_TXN_OPS - 1:]
         ok, revision = await self._txn([t.version(topic_key) == 0], [t.put(topic_key, _dumps(record)), *first])
@@ -520,7 +566,8 @@ class EtcdMetadataStore(MetadataCache):
         before = record["partitions"]
         record["partitions"] = before + len(assignment)
         t = self.client.transactions
-        puts = [t.put(self.key("partitions", name, before + i), _dumps(PartitionState(r[0], 0, list(r), list(r)).to_json()))
+        active = self.active_broker_ids()
+        puts = [t.put(self.key("partitions", name, before + i), _dumps(PartitionState.created(r, active).to_json()))
                 for i, r in enumerate(assignment)]
         await self._replace_topic_record(name, record, mod_revision, puts)
 

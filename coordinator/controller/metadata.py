@@ -2,8 +2,14 @@
 
 Owns: :class:`BrokerRegistration` (a broker's endpoints by listener name), :class:`PartitionState`, :class:`TopicState` and
 :class:`MetadataCache`, the image every handler reads without awaiting (topics, partition
-leaders, ISR, live brokers, the controller id, group config overrides, SCRAM credentials, the
-ACLs). A backend (the embedded file store or the etcd
+leaders, ISR, brokers registered and unfenced, the controller id, group config overrides,
+SCRAM credentials, the ACLs).
+
+Brokers as KRaft keeps them: a registration outlives its broker's session. A registered broker
+whose session lapsed is *fenced*: it leads nothing, leaves every ISR and is not listed in
+Metadata, but it still counts for replica placement (never as a partition's first replica)
+and for replication factors, so a cluster with one broker down still creates topics at the
+full factor. Only UnregisterBroker removes a registration. A backend (the embedded file store or the etcd
 store) feeds the cache; the broker applies the partitions that changed (``changed`` listeners)
 as Kafka's ``ReplicaManager.applyDelta`` does.
 
@@ -24,7 +30,7 @@ NO_LEADER = -1
 
 @dataclass(slots=True)
 class BrokerRegistration:
-    """A live broker. ``host``/``port`` is its inter-broker endpoint (all an old registration
+    """A registered broker. ``host``/``port`` is its inter-broker endpoint (all an old registration
     holds); ``endpoints`` its advertised endpoint per listener name, as Kafka registers them."""
     node_id: int
     host: str
@@ -65,6 +71,13 @@ class PartitionState:
                    raw.get("partition_epoch", 0), list(raw.get("adding_replicas", ())),
                    list(raw.get("removing_replicas", ())), mod_revision)
 
+    @classmethod
+    def created(cls, replicas: list[int], active: set[int]) -> PartitionState:
+        """A new partition: its ISR the replicas that are active (unfenced, not shutting down),
+        led by the first of them, as KRaft's ReplicationControlManager creates one."""
+        isr = [r for r in replicas if r in active] or list(replicas)
+        return cls(isr[0], 0, list(replicas), isr)
+
     @property
     def preferred_leader(self) -> int:
         return self.replicas[0] if self.replicas else NO_LEADER
@@ -92,6 +105,8 @@ class MetadataCache:
         self.node_id = node_id
         self.cluster_id = ""
         self.topics: dict[str, TopicState] = {}
+        # Every registered broker, fenced or not; ``brokers``: the unfenced ones (a live session).
+        self.registered: dict[int, BrokerRegistration] = {}
         self.brokers: dict[int, BrokerRegistration] = {}
         self.controller_id = NO_LEADER
         self.inter_broker_listener: str | None = None  # the listener peers are reached on
@@ -135,16 +150,27 @@ class MetadataCache:
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
+    def fenced_broker_ids(self) -> list[int]:
+        return sorted(n for n in self.registered if n not in self.brokers)
+
+    def active_broker_ids(self) -> set[int]:
+        """Unfenced and not shutting down: the brokers that may lead a partition."""
+        return {n for n, b in self.brokers.items() if not b.controlled_shutdown}
+
+    def placement_racks(self) -> dict[int, str | None]:
+        """Every registered broker's rack: where replicas may go (KRaft's usable brokers)."""
+        return {n: b.rack for n, b in self.registered.items()}
+
     def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
         """A broker's endpoint on ``listener`` (default: the inter-broker listener)."""
         b = self.brokers.get(node_id)
         return None if b is None else b.endpoint_on(listener or self.inter_broker_listener)
 
-    def brokers_on(self, listener: str | None) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of the live brokers on ``listener``, by node id; a broker
-        without that listener is left out, as Kafka does."""
+    def brokers_on(self, listener: str | None, include_fenced: bool = False) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of the unfenced (or all registered) brokers on
+        ``listener``, by node id; a broker without that listener is left out, as Kafka does."""
         out = []
-        for node_id, b in sorted(self.brokers.items()):
+        for node_id, b in sorted((self.registered if include_fenced else self.brokers).items()):
             endpoint = b.endpoint_on(listener or self.inter_broker_listener)
             if endpoint is not None:
                 out.append((node_id, *endpoint, b.rack))

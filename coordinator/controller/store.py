@@ -18,6 +18,7 @@ import json
 import os
 import uuid
 
+from protocol.errors import ErrorCode, KafkaError
 from security.acls import StandardAcl
 
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
@@ -48,7 +49,13 @@ class MetadataStore(MetadataCache):
         self._load()
 
     def register_self(self, registration: BrokerRegistration) -> None:
-        self.brokers = {registration.node_id: registration}
+        self.registered = self.brokers = {registration.node_id: registration}
+
+    async def unregister_broker(self, node_id: int) -> None:
+        """UnregisterBroker on one node: only this broker is registered, and it registers again
+        at once, as a KRaft broker does when its registration is removed under it."""
+        if node_id not in self.registered:
+            raise KafkaError(ErrorCode.broker_id_not_registered, f"Broker ID {node_id} is not currently registered")
 
     def _load(self) -> None:
         try:

@@ -156,17 +156,17 @@ class TransactionCoordinator:
             return 0
         n = self.s.config("transaction.state.log.num.partitions")
         replication_factor = self.s.config("transaction.state.log.replication.factor") or 1
-        alive = self.s.alive_broker_count()
-        if replication_factor > alive:
+        registered = self.s.registered_broker_count()
+        if replication_factor > registered:
             # Kafka's auto-creation fails the same way (INVALID_REPLICATION_FACTOR) and
             # FindCoordinator keeps answering COORDINATOR_NOT_AVAILABLE: say why, now and then.
             now = time.monotonic()
             if now - self._rf_warned_at >= RF_WARNING_INTERVAL_S:
                 self._rf_warned_at = now
                 log.error("txn_topic_replication_factor_unavailable", topic=TXN_TOPIC,
-                          replication_factor=replication_factor, alive_brokers=alive,
+                          replication_factor=replication_factor, registered_brokers=registered,
                           hint=f"{TXN_TOPIC} needs transaction.state.log.replication.factor="
-                               f"{replication_factor} brokers; lower it or start more brokers")
+                               f"{replication_factor} registered brokers; lower it or start more brokers")
             return ErrorCode.coordinator_not_available
         try:
             self.s.create_internal_topic(TXN_TOPIC, n, self.state.topic_configs(), replication_factor)

@@ -53,8 +53,8 @@ class LeaderLookup(Protocol):
         """(leader node id, leader epoch), or None if the partition does not exist.
         A node id of -1 means the partition exists but has no leader right now."""
 
-    def alive_broker_count(self) -> int:
-        """Brokers registered and alive (what an internal topic's replication factor needs)."""
+    def registered_broker_count(self) -> int:
+        """Brokers registered, fenced ones included (what an internal topic's replication factor needs, as KRaft counts)."""
 
 
 class ProducerIdSource(Protocol):

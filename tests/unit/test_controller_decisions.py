@@ -111,3 +111,26 @@ def test_a_shutting_down_leader_without_a_successor_keeps_leading():
     assert elect(s, live={2, 3}, alive={1, 2, 3}, unclean=False, preferred=False) is None
     moved = elect(state(), live={2, 3}, alive={1, 2, 3}, unclean=False, preferred=False)
     assert (moved.leader, moved.isr) == (2, [2, 3])
+
+
+def test_fenced_brokers_hold_replicas_but_never_come_first():
+    brokers = {1: None, 2: None, 3: None}
+    for seed in range(20):
+        a = assign_replicas(12, 3, brokers, seed=seed, fenced={3})
+        assert all(sorted(r) == [1, 2, 3] and r[0] != 3 for r in a)
+        single = assign_replicas(12, 1, brokers, seed=seed, fenced={2, 3})
+        assert single == [[1]] * 12  # the one active broker leads every partition
+    racked = assign_replicas(12, 2, {1: "a", 2: "b", 3: "a", 4: "b"}, seed=1, fenced={1, 2})
+    assert all(r[0] in (3, 4) and len(set(r)) == 2 for r in racked)
+
+
+def test_all_brokers_fenced_is_an_invalid_replication_factor():
+    with pytest.raises(KafkaError) as err:
+        assign_replicas(1, 2, {1: None, 2: None}, fenced={1, 2})
+    assert err.value.code == ErrorCode.invalid_replication_factor
+    assert str(err.value) == "Unable to replicate the partition 2 time(s): All brokers are currently fenced."
+
+
+def test_a_new_partition_starts_with_its_active_replicas_in_the_isr():
+    state = PartitionState.created([3, 1, 2], active={1, 2})
+    assert (state.leader, state.replicas, state.isr, state.leader_epoch) == (1, [3, 1, 2], [1, 2], 0)

@@ -77,7 +77,7 @@ class FakeBroker:
             return None
         return tuple(parts[partition])
 
-    def alive_broker_count(self) -> int:
+    def registered_broker_count(self) -> int:
         return 1
 
     def create_internal_topic(self, name, partitions, configs, replication_factor) -> int:

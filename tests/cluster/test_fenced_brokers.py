@@ -1,0 +1,164 @@
+"""A broker that is down stays a broker (KRaft's registrations): with one node of three killed
+and not restarted, a fresh cluster creates RF-3 topics, serves a first consumer group and a
+first transactional producer, and reads back every acknowledged record; DescribeCluster lists
+the down broker as fenced (and so does Kafka's ``kafka-cluster list-endpoints``);
+UnregisterBroker (``kafka-cluster unregister``) removes a registration for good.
+
+The same module runs against Apache Kafka 4.3.1 (three KRaft nodes; ``slow``), by the same
+steps, so the two answer alike. Each target is a fresh cluster: ``__consumer_offsets`` and
+``__transaction_state`` do not exist yet when the first test kills a node.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cluster import describe, start_cluster, wait_for
+from tests.support.raw import RawClient
+
+KAFKA_RUN = Path(__file__).resolve().parents[2] / "compat" / "kafka" / "kafka-run.sh"
+VICTIM = 3
+SURVIVORS = (1, 2)
+DESCRIBE_CLUSTER, UNREGISTER_BROKER = 60, 64
+
+
+@pytest.fixture(scope="module", params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
+def target(request, tmp_path_factory):
+    if request.param == "kbroker":
+        cluster = start_cluster(str(tmp_path_factory.mktemp("fenced")))
+        yield cluster
+        cluster.stop()
+        return
+    from compat.kafka.kraft_cluster import kraft_cluster
+
+    with kraft_cluster(nodes=3, extra_config={
+            "broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
+            "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+            "transaction.state.log.min.isr": "2", "group.initial.rebalance.delay.ms": "0"}) as kc:
+        yield kc
+
+
+def _bootstrap(target) -> str:
+    return ",".join(target.nodes[n].address for n in SURVIVORS)
+
+
+def _call(target, api_key: int, version: int, body: dict):
+    with RawClient(target.nodes[SURVIVORS[0]].address, timeout=10) as c:
+        return c.call(api_key, version, body)
+
+
+def _cluster_brokers(target) -> dict[int, bool]:
+    """node id -> is_fenced, from DescribeCluster v2 with fenced brokers included."""
+    resp = _call(target, DESCRIBE_CLUSTER, 2, {"include_cluster_authorized_operations": False,
+                                                "endpoint_type": 1, "include_fenced_brokers": True})
+    assert resp.error_code == 0, resp.error_message
+    return {b.broker_id: b.is_fenced for b in resp.brokers}
+
+
+def _kill_victim_and_wait_fenced(target) -> None:
+    target.nodes[VICTIM].kill9()
+    wait_for(lambda: _cluster_brokers(target).get(VICTIM) is True, 60, f"broker {VICTIM} fenced")
+
+
+def _metadata_broker_ids(target) -> set[int]:
+    md = AdminClient({"bootstrap.servers": _bootstrap(target)}).list_topics(timeout=10)
+    return set(md.brokers)
+
+
+def _kafka_cluster(target, *args: str) -> str:
+    """Kafka 4.3.1's ``kafka-cluster`` tool against the survivors; its stdout."""
+    res = subprocess.run([str(KAFKA_RUN), "kafka-cluster", *args, "--bootstrap-server", _bootstrap(target)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+def _create(target, topic: str, partitions: int, rf: int) -> None:
+    admin = AdminClient({"bootstrap.servers": _bootstrap(target)})
+    admin.create_topics([NewTopic(topic, partitions, rf)])[topic].result(30)
+
+
+def test_with_one_broker_down_the_cluster_still_counts_three(target):
+    _kill_victim_and_wait_fenced(target)
+    assert _cluster_brokers(target) == {1: False, 2: False, 3: True}
+    wait_for(lambda: _metadata_broker_ids(target) == set(SURVIVORS), 30, "Metadata without the fenced broker")
+    # DescribeCluster without include_fenced_brokers lists the unfenced ones only.
+    resp = _call(target, DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
+    assert sorted(b.broker_id for b in resp.brokers) == list(SURVIVORS)
+
+    topic = f"rf3-down-{uuid.uuid4().hex[:6]}"
+    _create(target, topic, 6, 3)
+    parts = wait_for(lambda: (d := describe(_bootstrap(target), topic)) and len(d) == 6 and d, 30, "the topic")
+    for leader, replicas, isr in parts.values():
+        assert sorted(replicas) == [1, 2, 3]  # the fenced broker holds a replica...
+        assert leader in SURVIVORS  # ...but leads nothing
+        assert VICTIM not in isr
+
+    # Every acknowledged record is read back, by a first consumer group that commits.
+    acked = []
+    p = Producer({"bootstrap.servers": _bootstrap(target), "acks": "all", "enable.idempotence": True})
+    for i in range(300):
+        p.produce(topic, value=b"v%05d" % i,
+                  on_delivery=lambda err, msg: err is None and acked.append(msg.value()))
+    assert p.flush(60) == 0
+    assert len(acked) == 300
+
+    group = f"first-group-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": _bootstrap(target), "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "session.timeout.ms": 6000})
+    try:
+        c.subscribe([topic])
+        seen = []
+        for _ in range(600):
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+            if len(seen) >= len(acked):
+                break
+        assert sorted(seen) == sorted(acked)
+        c.commit(asynchronous=False)
+        committed = c.committed([TopicPartition(topic, i) for i in range(6)], timeout=30)
+        assert sum(max(tp.offset, 0) for tp in committed) == len(acked)  # unread partitions: none committed
+    finally:
+        c.close()
+
+    # A first transactional producer initializes and commits.
+    tp = Producer({"bootstrap.servers": _bootstrap(target), "transactional.id": f"first-txn-{uuid.uuid4().hex[:6]}"})
+    tp.init_transactions(60)
+    tp.begin_transaction()
+    for i in range(10):
+        tp.produce(topic, value=b"t%02d" % i, partition=i % 6)
+    tp.commit_transaction(60)
+
+    # The broker comes back: it is unfenced and catches up into every ISR.
+    target.nodes[VICTIM].start()
+    wait_for(lambda: _cluster_brokers(target) == {1: False, 2: False, 3: False}, 90, "the broker unfenced")
+    wait_for(lambda: all(sorted(isr) == [1, 2, 3] for _, _, isr in describe(_bootstrap(target), topic).values()),
+             90, "the returned broker in every ISR")
+
+
+def test_unregister_broker_removes_a_registration(target):
+    unknown = _call(target, UNREGISTER_BROKER, 0, {"broker_id": 99})
+    assert unknown.error_code == 102, unknown  # BROKER_ID_NOT_REGISTERED
+
+    _kill_victim_and_wait_fenced(target)
+    listed = _kafka_cluster(target, "list-endpoints", "--include-fenced-brokers")
+    assert re.search(rf"^{VICTIM}\s+\S+\s+\d+\s+\S+\s+fenced\s+broker", listed, re.M), listed
+    assert re.search(rf"^{VICTIM}\s", _kafka_cluster(target, "list-endpoints"), re.M) is None
+    assert f"Broker {VICTIM} is no longer registered." in _kafka_cluster(target, "unregister", "--id", str(VICTIM))
+    wait_for(lambda: VICTIM not in _cluster_brokers(target), 30, "the registration gone")
+    # Two brokers are registered now: a replication factor of 3 cannot be met.
+    with pytest.raises(KafkaException) as err:
+        _create(target, f"rf3-unregistered-{uuid.uuid4().hex[:6]}", 1, 3)
+    assert err.value.args[0].name() == "INVALID_REPLICATION_FACTOR"
+
+    target.nodes[VICTIM].start()  # registers again, as a new broker would
+    wait_for(lambda: _cluster_brokers(target) == {1: False, 2: False, 3: False}, 90, "the broker registered again")
+    _create(target, f"rf3-back-{uuid.uuid4().hex[:6]}", 1, 3)

@@ -45,6 +45,7 @@ from storage.log_manager import LogManager
 
 from .config import BrokerConfig
 from .config_admin import load_dynamic_broker_configs
+from .fetch_session import FetchSessionCache
 from .metrics import Metrics, serve_metrics
 from .quotas import FETCH, PRODUCE, ClientQuotaManager
 from .replica_fetcher import ReplicaFetcherManager
@@ -87,6 +88,10 @@ class Broker:
         self.controller: Controller | None = None
         self.authorizer = _authorizer(config)
         self.quotas = {kind: ClientQuotaManager(kind, lambda: self.metadata.client_quotas) for kind in (PRODUCE, FETCH)}
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self.metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions))
+        self.metrics.fetch_session_partitions.set_function(lambda: self.fetch_sessions.cached_partitions)
+        self.metrics.fetch_session_evictions.set_function(lambda: self.fetch_sessions.evictions)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = None
         self.share_group_coordinator = None

@@ -156,6 +156,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("num.io.threads", int, 8, *at_least(1), ignored=True),
     _k("num.recovery.threads.per.data.dir", int, 2, *at_least(1), ignored=True),
     _k("num.replica.fetchers", int, 1, ignored=True),
+    _k("max.incremental.fetch.session.cache.slots", int, 1000, *at_least(0)),
     _k("connections.max.idle.ms", int, 600000, *at_least(1)),
     _k("connection.failed.authentication.delay.ms", int, 100, *at_least(0)),
     _k("offsets.topic.num.partitions", int, 50, *at_least(1)),

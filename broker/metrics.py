@@ -72,6 +72,13 @@ class Metrics:
                                        "1 on the broker that is the controller", registry=r)
         self.log_truncations = Counter("kafka_log_recovery_truncated_bytes",
                                        "Bytes cut from torn or corrupt log tails at start-up", registry=r)
+        # Kafka's kafka.server:type=FetchSessionCache metrics, read when scraped (broker.py sets them).
+        self.fetch_sessions = Gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                                    "Fetch sessions (KIP-227) in the cache", registry=r)
+        self.fetch_session_partitions = Gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                                              "Partitions held by all fetch sessions", registry=r)
+        self.fetch_session_evictions = Gauge("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+                                             "Fetch sessions evicted to make room, since start", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

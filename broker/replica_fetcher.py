@@ -8,8 +8,12 @@ index rebuilt from the batches); the follower's high watermark is min(leader's, 
 offset). A ``diverging_epoch`` answer truncates the log to where it agrees with the leader
 (Kafka's KIP-320 truncation), and the next fetch checks again.
 
-Differs from Kafka: no fetch sessions between brokers (every fetch is a full fetch); a
-follower whose log is below the leader's log start offset starts over from an empty log.
+Each fetcher keeps a fetch session (KIP-227) with its leader: after the first, full fetch a
+request names only the partitions whose position or epochs changed, and the leader answers
+only partitions with news (:mod:`broker.fetch_session`).
+
+Differs from Kafka: a follower whose log is below the leader's log start offset starts over
+from an empty log.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import time
 from collections.abc import Callable
 
 import structlog
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 
 from protocol.errors import ErrorCode
 from protocol.fast import decode_fetch_response_v12
 from storage.leader_epoch import UNDEFINED_EPOCH
 
+from .fetch_session import FetchSessionHandler
 from .network_client import NetworkClient
 from .partition import Partition
 
@@ -45,6 +50,7 @@ class ReplicaFetcher:
                                              timeout=config["replica.fetch.wait.max.ms"] / 1000 + 10)
         self.changed = asyncio.Event()
         self.on_fetched = on_fetched
+        self.session = FetchSessionHandler()
         self.task = asyncio.get_running_loop().create_task(self._run())
         self._failures = 0
         self._last_failure_log = 0.0
@@ -74,14 +80,17 @@ class ReplicaFetcher:
                 continue
             fetched = dict(self.partitions)
             try:
-                request = self._build_request(fetched)
+                wanted = self._fetch_partitions(fetched)
+                request = self._build_request(wanted)
                 response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request,
                                                           decoder=decode_fetch_response_v12)
-                error_code, topics = response
-                ok = not error_code and self._process(fetched, request, topics)
+                error_code, session_id, topics = response
+                ok = self.session.handle_response(error_code, session_id) and self._process(fetched, wanted, topics)
             except asyncio.CancelledError:
+                self.session.handle_error()
                 raise
             except Exception as exc:  # a replica must never stop fetching for good: log, back off, retry
+                self.session.handle_error()
                 self._fetch_failed(exc)
                 await asyncio.sleep(backoff)
                 continue
@@ -102,27 +111,39 @@ class ReplicaFetcher:
             else:
                 log.exception("replica_fetch_failed", leader=self.leader_id, failures=self._failures)
 
-    def _build_request(self, parts: dict[tuple[str, int], Partition]) -> FetchRequest:
-        by_topic: dict[str, list[FetchPartition]] = {}
+    def _fetch_partitions(self, parts: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], FetchPartition]:
+        """Every followed partition as the leader should now see it."""
         max_bytes = self.config["replica.fetch.max.bytes"]
+        out = {}
         for (topic, index), part in parts.items():
             plog = part.log
-            by_topic.setdefault(topic, []).append(FetchPartition(
+            out[(topic, index)] = FetchPartition(
                 partition=index, current_leader_epoch=part.leader_epoch,
                 fetch_offset=plog.log_end_offset, last_fetched_epoch=plog.leader_epochs.latest_epoch,
-                log_start_offset=plog.log_start_offset, partition_max_bytes=max_bytes))
+                log_start_offset=plog.log_start_offset, partition_max_bytes=max_bytes)
+        return out
+
+    def _build_request(self, wanted: dict[tuple[str, int], FetchPartition]) -> FetchRequest:
+        session_id, epoch, send, forget = self.session.build(wanted)
+        by_topic: dict[str, list[FetchPartition]] = {}
+        for key in send:
+            by_topic.setdefault(key[0], []).append(wanted[key])
+        forgotten: dict[str, list[int]] = {}
+        for topic, index in forget:
+            forgotten.setdefault(topic, []).append(index)
         return FetchRequest(
             cluster_id=None, replica_id=self.node_id,
             max_wait=datetime.timedelta(milliseconds=self.config["replica.fetch.wait.max.ms"]),
             min_bytes=1, max_bytes=self.config["replica.fetch.response.max.bytes"], isolation_level=0,
-            session_id=0, session_epoch=-1,
+            session_id=session_id, session_epoch=epoch,
             topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=(), rack_id="")
+            forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()),
+            rack_id="")
 
-    def _process(self, fetched: dict, request: FetchRequest, topics: list) -> bool:
-        """Apply one response; False when every partition failed (back off)."""
-        sent = {(t.topic, p.partition): p for t in request.topics for p in t.partitions}
-        ok = False
+    def _process(self, fetched: dict, sent: dict[tuple[str, int], FetchPartition], topics: list) -> bool:
+        """Apply one response (only the partitions with news, in a session); False when
+        every partition answered failed (back off)."""
+        ok = not topics  # an incremental answer without partitions: nothing changed
         for topic_name, partitions in topics:
             for pd in partitions:
                 key = (topic_name, pd.partition_index)

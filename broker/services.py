@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from security.authorizer import StandardAuthorizer
 
     from .config import BrokerConfig
+    from .fetch_session import FetchSessionCache
     from .metrics import Metrics
     from .quotas import ClientQuotaManager
     from .replica_manager import ReplicaManager
@@ -56,6 +57,7 @@ class BrokerServices(Protocol):
     dynamic_broker_configs: Any
     authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything allowed
     quotas: dict[str, ClientQuotaManager]  # producer_byte_rate / consumer_byte_rate
+    fetch_sessions: FetchSessionCache  # KIP-227
 
     @property
     def cluster_id(self) -> str: ...

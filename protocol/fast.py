@@ -230,11 +230,12 @@ def skip_tagged_fields(buf, pos: int) -> int:
     return pos
 
 
-def decode_fetch_response_v12(frame, pos: int) -> tuple[int, list[tuple[str, list[FetchedPartition]]]]:
+def decode_fetch_response_v12(frame, pos: int) -> tuple[int, int, list[tuple[str, list[FetchedPartition]]]]:
     """Decode a Fetch v12 response body starting at ``pos`` without copying record sets:
-    (top-level error code, [(topic, [FetchedPartition])]). Byte-for-byte the layout kio reads."""
+    (top-level error code, session id, [(topic, [FetchedPartition])]). Byte-for-byte the layout
+    kio reads."""
     view = memoryview(frame)
-    _throttle, error_code, _session = struct.unpack_from(">ihi", frame, pos)
+    _throttle, error_code, session_id = struct.unpack_from(">ihi", frame, pos)
     pos += 10
     n_topics, pos = _read_uvarint(frame, pos)
     topics = []
@@ -267,4 +268,4 @@ def decode_fetch_response_v12(frame, pos: int) -> tuple[int, list[tuple[str, lis
             parts.append(FetchedPartition(index, error, hw, lso, log_start, diverging, records))
         pos = skip_tagged_fields(frame, pos)
         topics.append((name, parts))
-    return error_code, topics
+    return error_code, session_id, topics

@@ -7,8 +7,9 @@ Behavior:
   and max_bytes; the first batch is always returned even past those limits (KIP-74).
 - Long poll: while fewer than min_bytes are ready, waits up to max_wait_ms and wakes as soon
   as a requested partition's high watermark advances.
-- Fetch sessions are not kept: a full fetch is answered with session id 0 (which tells the
-  client no session was created); a non-zero session id gets FETCH_SESSION_ID_NOT_FOUND.
+- Fetch sessions (KIP-227) as Kafka keeps them (:mod:`broker.fetch_session`): a full fetch
+  creates a session, an incremental one reads every partition of its session and answers only
+  those that changed; session errors are the answer's top-level error code.
 - Offsets outside [log start, log end] get OFFSET_OUT_OF_RANGE; a client leader epoch older
   than ours FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; an unknown topic
   UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+); a partition this broker does not
@@ -52,44 +53,53 @@ from protocol.errors import ErrorCode, KafkaError
 from storage.leader_epoch import UNDEFINED_EPOCH
 
 from ..authorization import AclOperation, ResourceType, authorize_cluster, denied
+from ..fetch_session import (
+    INVALID_SESSION_ID,
+    UNSUPPORTED_HIGH_WATERMARK,
+    IncrementalFetchContext,
+    new_context,
+)
 from ..quotas import FETCH, user_name
 from ..request_context import RequestContext
 
 READ_COMMITTED = 1
 
 
-UNSUPPORTED_HIGH_WATERMARK = (1 << 63) - 1  # Fetch v18's default: the follower does not say
-
-
 @register(1, 4, 18)
 async def handle_fetch(ctx: RequestContext, request) -> bytes:
     version = ctx.api_version
-    if version >= 7 and request.session_id != 0:
-        return fast.encode_fetch_response(version, ErrorCode.fetch_session_id_not_found,
-                                          0, [])
+    replica_id = _replica_id(request, version)
+    session = new_context(ctx.services.fetch_sessions, request, version, replica_id >= 0,
+                          lambda ft: _resolve_topic(ctx, ft, version))
+    if session.error:
+        return fast.encode_fetch_response(version, session.error, INVALID_SESSION_ID, [])
+    wanted = session.wanted
     rm = ctx.services.replica_manager
     isolation = getattr(request, "isolation_level", 0)
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
-    unauthorized = _unauthorized_topics(ctx, request, version)
+    unauthorized = _unauthorized_topics(ctx, wanted, replica_id)
     while True:
-        topics, total, waitable, urgent = _read_all(ctx, request, version, isolation, unauthorized)
+        topics, total, waitable, urgent = _read_all(ctx, wanted, request.max_bytes, replica_id, isolation, unauthorized)
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or urgent or remaining <= 0 or not waitable:
             break
         await rm.wait_for_data(waitable, remaining)
         if time.monotonic() >= deadline:
-            topics, total, waitable, urgent = _read_all(ctx, request, version, isolation, unauthorized)
+            topics, total, waitable, urgent = _read_all(ctx, wanted, request.max_bytes, replica_id, isolation,
+                                                        unauthorized)
             break
     throttle = 0
-    if _replica_id(request, version) < 0:
+    if replica_id < 0:
         throttle = ctx.throttle_time_ms(FETCH, total)
-        if throttle:  # Kafka's getThrottledResponse: nothing is sent, nothing counted
+        if throttle:  # Kafka's getThrottledResponse: nothing is sent, nothing counted, no session made
             ctx.services.quotas[FETCH].unrecord(user_name(ctx.principal), ctx.header.client_id or "", total)
-            topics, total = [], 0
+            return fast.encode_fetch_response(version, 0, session.session_id if isinstance(
+                session, IncrementalFetchContext) else INVALID_SESSION_ID, [], throttle_time_ms=throttle)
+    topics = session.respond(topics)
     if total:
         ctx.services.metrics.bytes_out.labels("all").inc(total)
-    return fast.encode_fetch_response(version, 0, 0, topics, throttle_time_ms=throttle)
+    return fast.encode_fetch_response(version, 0, session.session_id, topics)
 
 
 def _resolve_topic(ctx: RequestContext, ft, version: int):
@@ -107,32 +117,30 @@ def _replica_id(request, version: int) -> int:
     return request.replica_id
 
 
-def _unauthorized_topics(ctx: RequestContext, request, version: int):
+def _unauthorized_topics(ctx: RequestContext, wanted, replica_id: int):
     """Topics answered TOPIC_AUTHORIZATION_FAILED: a follower needs CLUSTER_ACTION on the
     cluster (else every topic fails), a consumer READ on each topic, as Kafka's KafkaApis."""
     if ctx.services.authorizer is None:
         return denied(ctx, AclOperation.READ, ResourceType.TOPIC, ())
-    names = [_resolve_topic(ctx, ft, version)[0] for ft in request.topics]
-    if _replica_id(request, version) >= 0:
+    names = [name for name, _, _ in wanted]
+    if replica_id >= 0:
         return set() if authorize_cluster(ctx, AclOperation.CLUSTER_ACTION) else set(names)
     return denied(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
-def _read_all(ctx: RequestContext, request, version: int, isolation: int, unauthorized):
-    """Read every requested partition: (topics, bytes read, partitions to wait on, urgent),
+def _read_all(ctx: RequestContext, wanted, max_bytes: int, replica_id: int, isolation: int, unauthorized):
+    """Read every wanted partition: (topics, bytes read, partitions to wait on, urgent),
     where ``urgent`` counts what must be answered without long-polling (errors, and
     followers behind our high watermark)."""
     rm = ctx.services.replica_manager
-    replica_id = _replica_id(request, version)
-    remaining = request.max_bytes
+    remaining = max_bytes
     total = 0
     urgent = 0
     waitable = []
     topics = []
-    for ft in request.topics:
-        name, topic_id = _resolve_topic(ctx, ft, version)
+    for name, topic_id, fps in wanted:
         parts = []
-        for fp in ft.partitions:
+        for fp in fps:
             try:
                 if name is None:
                     raise KafkaError(ErrorCode.unknown_topic_id, "unknown topic id")

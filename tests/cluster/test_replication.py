@@ -203,3 +203,29 @@ def test_a_leader_that_appended_nothing_in_its_epoch_rejoins_after_two_failovers
     parts = wait_isr_complete(cluster, topic, timeout=60)
     assert sorted(parts[0][2]) == [1, 2, 3]
     assert [m.value() for m in consume_all(cluster.bootstrap, topic, 1, 10)] == values
+
+
+def test_followers_fetch_in_sessions(healthy):
+    """KIP-227 between brokers: each leader holds its followers' fetch sessions, and the records
+    still arrive through incremental fetches after the first, full one."""
+    import re
+    import urllib.request
+
+    cluster = healthy
+    topic = _topic("sessions")
+    create_topic(cluster.bootstrap, topic, partitions=6, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    values = produce_values(cluster.bootstrap, topic, 50, partition=0)
+    wait_isr_complete(cluster, topic)
+
+    def sessions(node) -> tuple[float, float]:
+        url = re.search(r"metrics_listening\s+address=(\S+)", node.output()).group(1)
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        count = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchsessions (\S+)", text, re.M)
+        cached = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchpartitionscached (\S+)", text, re.M)
+        return float(count.group(1)), float(cached.group(1))
+
+    for node in cluster.nodes.values():  # two followers of its partitions each
+        assert wait_for(lambda n=node: sessions(n)[0] >= 2 and sessions(n)[1] >= 2, 30, "follower sessions")
+    records = consume_all(cluster.bootstrap, topic, 6, len(values), timeout=60)
+    assert sorted(m.value() for m in records) == sorted(values)

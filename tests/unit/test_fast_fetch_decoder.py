@@ -29,7 +29,7 @@ def test_decoder_matches_kio(case):
     topics = [(name, uuid.uuid4(), parts) for name, parts in CASES[case]]
     body = fast.encode_fetch_response(12, 0, 0, topics)
     expected, _ = entity_reader(response_class(1, 12))(body, 0)
-    error, got = fast.decode_fetch_response_v12(body, 0)
+    error, _session_id, got = fast.decode_fetch_response_v12(body, 0)
     assert error == expected.error_code
     assert [name for name, _ in got] == [t.topic for t in expected.responses]
     for (_, parts), t in zip(got, expected.responses):

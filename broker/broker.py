@@ -45,6 +45,7 @@ from storage.log_manager import LogManager
 
 from .config import BrokerConfig
 from .config_admin import load_dynamic_broker_configs
+from .connection_quotas import ConnectionQuotas
 from .fetch_session import FetchSessionCache
 from .metrics import Metrics, serve_metrics
 from .quotas import FETCH, PRODUCE, ClientQuotaManager
@@ -72,13 +73,15 @@ class Broker:
         self.host, self.port = self.advertised[self.inter_broker_listener]
         self.metrics = Metrics()
         self.connections: set[KafkaConnection] = set()
+        self.connection_quotas = ConnectionQuotas(config, self.inter_broker_listener, len(config.listeners()))
         self.clustered = bool(config["metadata.etcd.endpoints"])
         self.log_manager = LogManager(config.log_dir, replicated=self.clustered)
         if self.clustered:
             self.metadata = EtcdMetadataStore(
                 self.node_id, config["metadata.etcd.endpoints"], config["metadata.etcd.prefix"],
                 config["broker.session.timeout.ms"], on_connectivity=self.metrics.etcd_connected.set,
-                security=EtcdSecurity.from_config(config))
+                security=EtcdSecurity.from_config(config),
+                controller_timeout_ms=config["controller.quorum.fetch.timeout.ms"])
         else:
             self.metadata = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id)
             self.metadata.register_self(self._registration())

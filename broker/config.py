@@ -92,6 +92,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("controller.listener.names", str, None, ignored=True),
     _k("controller.quorum.voters", str, None, ignored=True),
     _k("controller.quorum.bootstrap.servers", str, None, ignored=True),
+    # How long a dead controller keeps the role: the TTL of the controller's etcd lease (whole
+    # seconds, at least 2), KRaft's time for voters to notice a missing leader.
+    _k("controller.quorum.fetch.timeout.ms", int, 2000, *at_least(1)),
     _k("process.roles", str, None, ignored=True),
     _k("log.dirs", str, None),
     _k("log.dir", str, "kbroker-data"),
@@ -157,6 +160,10 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("num.recovery.threads.per.data.dir", int, 2, *at_least(1), ignored=True),
     _k("num.replica.fetchers", int, 1, ignored=True),
     _k("max.incremental.fetch.session.cache.slots", int, 1000, *at_least(0)),
+    # Connection limits (broker/connection_quotas.py); dynamic.
+    _k("max.connections", int, 2147483647, *at_least(0)),
+    _k("max.connections.per.ip", int, 2147483647, *at_least(0)),
+    _k("max.connections.per.ip.overrides", str, ""),
     _k("connections.max.idle.ms", int, 600000, *at_least(1)),
     _k("connection.failed.authentication.delay.ms", int, 100, *at_least(0)),
     _k("offsets.topic.num.partitions", int, 50, *at_least(1)),

@@ -121,6 +121,7 @@ DYNAMIC_BROKER_KEYS = frozenset({
     "log.message.timestamp.after.max.ms",
     "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "log.message.timestamp.type",
     "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable",
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
 })
 
 LIST_KEYS = frozenset({k for k, tk in topic_config.TOPIC_KEYS.items() if tk.type == "LIST"} | {

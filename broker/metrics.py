@@ -37,6 +37,9 @@ class Metrics:
                                       ["topic", "partition"], registry=r)
         self.connections = Gauge("kafka_server_socketservermetrics_connection_count",
                                  "Open client connections", registry=r)
+        self.connections_rejected = Counter("kbroker_connections_rejected",
+                                            "Connections closed at once for a connection limit, by listener",
+                                            ["listener"], registry=r)
         self.closed_bad_input = Counter("kbroker_connections_closed_invalid_request",
                                         "Connections closed for an unreadable or unsupported request",
                                         ["reason"], registry=r)

@@ -39,6 +39,7 @@ from security.authorizer import java_host_address
 from security.principal import ANONYMOUS, NoMatchingRule
 from security.sasl import SASL_HANDSHAKE, AuthenticationFailed, IllegalSaslState
 
+from .connection_quotas import ConnectionQuotas
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
 
@@ -53,6 +54,7 @@ class ConnectionHost(BrokerServices, Protocol):
     get, the set of open connections, and the v0 answer to an unsupported ApiVersions."""
 
     connections: set[KafkaConnection]
+    connection_quotas: ConnectionQuotas
 
     def unsupported_api_versions_response(self, correlation_id: int) -> tuple[bytes, bytes]: ...
 
@@ -76,6 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = False
         self.peer = None
         self.client_host = ""
+        self.admitted = False  # counted by the broker's connection quotas
         self.max_request = broker.config["socket.request.max.bytes"]
 
     @property
@@ -96,6 +99,14 @@ class KafkaConnection(asyncio.Protocol):
             self.closed = True  # never counted as open
             transport.abort()
             return
+        refused = self.broker.connection_quotas.admit(self.listener, self.client_host)
+        if refused is not None:  # over a connection limit: only this connection goes
+            log.info("connection_rejected", listener=self.listener, reason=refused)
+            self.broker.metrics.connections_rejected.labels(self.listener or "").inc()
+            self.closed = True
+            transport.abort()
+            return
+        self.admitted = True
         self.broker.metrics.connections.inc()
         self.broker.connections.add(self)
         self.worker = asyncio.get_running_loop().create_task(self._process())
@@ -123,6 +134,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.admitted:
+            self.admitted = False
+            self.broker.connection_quotas.release(self.client_host)
         if not self.closed:
             self.closed = True
             self.broker.metrics.connections.dec()

@@ -8,8 +8,12 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
                                     UnregisterBroker deletes it
     alive/<node.id>                 the broker's session: its incarnation id, attached to its
                                     lease. Registered without it = fenced (KRaft's term)
-    controller                      the elected controller's node id, attached to its lease;
-                                    its create_revision is the controller epoch
+    controller                      the elected controller's node id, attached to a lease of
+                                    its own (``controller.quorum.fetch.timeout.ms``, 2 s by
+                                    default, kept alive every quarter of it), so a dead
+                                    controller is replaced in about that long, whatever the
+                                    broker session timeout; its create_revision is the
+                                    controller epoch
     topics/<name>                   topic id, configs, partition count
     partitions/<name>/<index>       PartitionState (leader, leader epoch, replicas, ISR, partition epoch)
     producer_id_block               the next free producer-id block
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -76,7 +81,7 @@ class EtcdMetadataStore(MetadataCache):
 
     def __init__(self, node_id: int, endpoints: str, prefix: str = "/kbroker",
                  session_timeout_ms: int = 9000, on_connectivity: Callable[[bool], None] | None = None,
-                 security: EtcdSecurity | None = None) -> None:
+                 security: EtcdSecurity | None = None, controller_timeout_ms: int = 2000) -> None:
         super().__init__(node_id)
         host, _, port = endpoints.split(",")[0].strip().rpartition(":")
         # gRPC's default reconnect backoff grows to minutes: after an etcd outage the lease
@@ -88,6 +93,9 @@ class EtcdMetadataStore(MetadataCache):
         self.prefix = prefix.rstrip("/")
         self.ttl = max(1, round(session_timeout_ms / 1000))
         self.lease: aetcd.leases.Lease | None = None
+        # etcd grants whole seconds, and at least its own minimum (1.5 s with its defaults).
+        self.controller_ttl = max(2, math.ceil(controller_timeout_ms / 1000))
+        self.controller_lease: aetcd.leases.Lease | None = None
         self.registration: BrokerRegistration | None = None
         self.revision = 0
         self.controller_epoch = 0
@@ -270,11 +278,10 @@ class EtcdMetadataStore(MetadataCache):
             task.cancel()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=2)
-        if deregister and self.lease is not None:
-            try:
-                await asyncio.wait_for(self.lease.revoke(), 2)
-            except (*ETCD_ERRORS, Exception):
-                pass
+        if deregister:
+            await self.resign()
+            if self.lease is not None:
+                await self._revoke_quietly(self.lease)
         try:  # the client's close waits on its watch stream's lock: never longer than this
             await asyncio.wait_for(self.client.close(), 2)
         except (TimeoutError, Exception):
@@ -659,12 +666,53 @@ class EtcdMetadataStore(MetadataCache):
     # --- controller election ----------------------------------------------------------------------
 
     async def campaign(self) -> int:
-        """Try to become controller; returns the controller epoch (create_revision) or 0."""
+        """Try to become controller; returns the controller epoch (create_revision) or 0.
+
+        The key goes under a fresh lease of ``controller_ttl`` seconds, kept alive by
+        :meth:`_controller_keepalive_loop` while this broker holds it."""
         t = self.client.transactions
         key = self.key("controller")
-        ok, revision = await self._txn([t.version(key) == 0],
-                                       [t.put(key, str(self.node_id).encode(), lease=self.lease.id)])
-        return revision if ok else 0
+        lease = await self.client.lease(self.controller_ttl)
+        try:
+            ok, revision = await self._txn([t.version(key) == 0],
+                                           [t.put(key, str(self.node_id).encode(), lease=lease.id)])
+        except BaseException:
+            await self._revoke_quietly(lease)
+            raise
+        if not ok:
+            await self._revoke_quietly(lease)
+            return 0
+        self.controller_lease = lease
+        self._spawn(self._controller_keepalive_loop(lease))
+        return revision
+
+    async def _controller_keepalive_loop(self, lease) -> None:
+        """Renew the controller lease every quarter TTL until it is lost (expired: another
+        broker may already hold the role) or given up."""
+        interval = self.controller_ttl / 4
+        while self.controller_lease is lease:
+            await asyncio.sleep(interval)
+            try:
+                reply = await asyncio.wait_for(self.client.refresh_lease(lease.id), interval * 2)
+            except ETCD_ERRORS:
+                continue  # the TTL decides: if etcd stays unreachable, the role lapses there too
+            if reply is not None and reply.TTL <= 0:
+                log.warning("controller_lease_expired", node_id=self.node_id)
+                if self.controller_lease is lease:
+                    self.controller_lease = None
+                return
+
+    async def resign(self) -> None:
+        """Give up the controller role at once (a controlled shutdown), if held."""
+        lease, self.controller_lease = self.controller_lease, None
+        if lease is not None:
+            await self._revoke_quietly(lease)
+
+    async def _revoke_quietly(self, lease) -> None:
+        try:
+            await asyncio.wait_for(lease.revoke(), 2)
+        except (*ETCD_ERRORS, Exception):
+            pass
 
 
 def _chunks(items: list, size: int) -> list[list]:

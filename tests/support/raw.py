@@ -17,13 +17,15 @@ from protocol.fast import skip_tagged_fields
 class RawClient:
     client_id = "raw-test"  # the request header's client id (quotas are per client id)
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0, security=None) -> None:
-        """``security`` (optional): how to reach a secure listener, an object with compat's
+    def __init__(self, bootstrap: str, timeout: float = 10.0, security=None, source: str | None = None) -> None:
+        """``source``: the local address to connect from (e.g. another loopback address, which a
+        broker counts as another client address). ``security`` (optional): how to reach a secure listener, an object with compat's
         ``ClientSecurity`` fields (``protocol`` SSL or SASL_SSL, ``ca``, ``cert``/``key`` for a
         client certificate, ``mechanism``/``username``/``password`` for SCRAM): TLS, then the
         SCRAM login (SaslHandshake v1, SaslAuthenticate v2) before the first request."""
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.correlation_id = 0
         if security is not None:
             self._secure(host, security)

@@ -1,0 +1,97 @@
+"""Connection limits (``max.connections.per.ip`` and its overrides, dynamic), against our broker
+and Apache Kafka 4.3.1 (``slow``) alike: the connection over the limit is closed, the others
+from that address and everyone else's keep working.
+
+The test's clients connect from their own loopback address (127.0.0.2), so the brokers' own
+connections (Kafka's broker to its controller) do not count against it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.raw import RawClient
+from tools.devcluster import free_port
+
+LIMIT = 3
+CLIENT = "127.0.0.2"
+SETTINGS = {"max.connections.per.ip": str(LIMIT)}
+
+
+@pytest.fixture(scope="module", params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
+def bootstrap(request, tmp_path_factory):
+    if request.param == "kbroker":
+        from tests.support.broker_process import BrokerProcess
+
+        b = BrokerProcess(str(tmp_path_factory.mktemp("connection-limits")), overrides=SETTINGS)
+        b.start()
+        yield b.bootstrap
+        b.stop()
+        return
+    from compat.kafka.kraft import KafkaBroker
+
+    kb = KafkaBroker(port=free_port(), controller_port=free_port(), heap_opts="-Xmx512m -Xms256m",
+                     extra_config=SETTINGS).start()
+    yield kb.bootstrap
+    kb.stop()
+
+
+def _serves(c: RawClient) -> bool:
+    try:
+        return c.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+    except OSError:  # ConnectionError, a reset, or a timeout: the broker let it go
+        return False
+
+
+def _open(bootstrap: str, n: int) -> list[RawClient]:
+    return [RawClient(bootstrap, timeout=5, source=CLIENT) for _ in range(n)]
+
+
+def test_the_connection_over_the_per_ip_limit_is_closed_and_the_rest_go_on(bootstrap):
+    clients = _open(bootstrap, LIMIT)
+    try:
+        assert all(_serves(c) for c in clients)
+        extra = RawClient(bootstrap, timeout=5, source=CLIENT)
+        assert not _serves(extra)
+        extra.close()
+        assert all(_serves(c) for c in clients)
+        with RawClient(bootstrap, timeout=5) as other:  # another address: its own count
+            assert _serves(other)
+        clients.pop().close()
+        for _ in range(50):  # the broker notices the close on its own time
+            again = RawClient(bootstrap, timeout=5, source=CLIENT)
+            if _serves(again):
+                clients.append(again)
+                break
+            again.close()
+        assert len(clients) == LIMIT
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_an_override_for_the_address_applies_to_its_next_connection(bootstrap):
+    with RawClient(bootstrap, timeout=5) as admin:
+        resp = admin.call(44, 1, {"validate_only": False, "resources": [
+            {"resource_type": 4, "resource_name": "", "configs": [
+                {"name": "max.connections.per.ip.overrides", "config_operation": 0, "value": f"{CLIENT}:5"}]}]})
+        assert [r.error_code for r in resp.responses] == [0], resp
+        clients = []
+        try:
+            for _ in range(100):  # until the change has reached the connection quotas
+                clients = _open(bootstrap, 5)
+                if all(_serves(c) for c in clients):
+                    break
+                for c in clients:
+                    c.close()
+                clients = []
+            assert len(clients) == 5
+            extra = RawClient(bootstrap, timeout=5, source=CLIENT)
+            assert not _serves(extra)
+            extra.close()
+        finally:
+            for c in clients:
+                c.close()
+            admin.call(44, 1, {"validate_only": False, "resources": [
+                {"resource_type": 4, "resource_name": "", "configs": [
+                    {"name": "max.connections.per.ip.overrides", "config_operation": 1, "value": None}]}]})

@@ -48,7 +48,7 @@ from .config_admin import load_dynamic_broker_configs
 from .connection_quotas import ConnectionQuotas
 from .fetch_session import FetchSessionCache
 from .metrics import Metrics, serve_metrics
-from .quotas import FETCH, PRODUCE, ClientQuotaManager
+from .quotas import FETCH, MUTATION, PRODUCE, ClientQuotaManager, ControllerMutationQuotaManager
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import KafkaConnection, TlsListener
@@ -90,7 +90,11 @@ class Broker:
                                               self.node_id)
         self.controller: Controller | None = None
         self.authorizer = _authorizer(config)
-        self.quotas = {kind: ClientQuotaManager(kind, lambda: self.metadata.client_quotas) for kind in (PRODUCE, FETCH)}
+        def stored_quotas():  # read at each request: AlterClientQuotas applies at once
+            return self.metadata.client_quotas
+
+        self.quotas = {PRODUCE: ClientQuotaManager(PRODUCE, stored_quotas), FETCH: ClientQuotaManager(FETCH, stored_quotas),
+                       MUTATION: ControllerMutationQuotaManager(stored_quotas)}
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions))
         self.metrics.fetch_session_partitions.set_function(lambda: self.fetch_sessions.cached_partitions)

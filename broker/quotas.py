@@ -1,4 +1,5 @@
-"""Client quotas enforced: produce and fetch byte rates (Kafka's ``ClientQuotaManager``, KIP-13/55/219).
+"""Client quotas enforced: produce and fetch byte rates (Kafka's ``ClientQuotaManager``, KIP-13/55/219)
+and the controller mutation rate (``ControllerMutationQuotaManager``, KIP-599).
 
 Owns the rate each quota entity used and the throttle time that follows from it. The quotas are
 the ones AlterClientQuotas stored (``producer_byte_rate``, ``consumer_byte_rate``); a request's
@@ -15,7 +16,15 @@ time is ``(rate - quota) / quota * window``, capped at the full window, as Kafka
 connection reads nothing more from the client until it has passed (KIP-219's channel mute). A
 throttled fetch is answered empty and its bytes are not counted, as Kafka's ``KafkaApis`` does.
 
-Differs from Kafka: no request-percentage, controller-mutation or connection-rate quotas yet; the
+``controller_mutation_rate`` counts partitions created (CreateTopics, CreatePartitions) and
+deleted (DeleteTopics) in a token bucket of ``quota.window.num`` seconds' worth of the rate,
+refilled at the rate (Kafka's ``TokenBucket``). A request that finds the bucket below zero is
+refused per topic with THROTTLING_QUOTA_EXCEEDED and the time until the bucket is back at zero
+(strict: CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+, the versions whose clients
+understand the error); a request that finds credit is done even if it takes the bucket below
+zero. Older versions are never refused, only throttled afterwards (Kafka's permissive quota).
+
+Differs from Kafka: no request-percentage or connection-rate quotas yet; the
 rate is kept per broker (as in Kafka: quotas are per broker) and not exposed as Kafka's
 per-entity ``Produce``/``Fetch`` quota metrics, only as ``kafka_server_quota_throttle_time``.
 """
@@ -29,6 +38,8 @@ from collections.abc import Callable, Mapping
 from coordinator.controller.client_quotas import CLIENT_ID, USER, entity_key
 
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+MUTATION = "controller_mutation_rate"
+THROTTLED = "The throttling quota has been exceeded."
 WINDOWS, WINDOW_S = 11, 1.0
 
 
@@ -67,15 +78,14 @@ class Sensor:
         return sum(v for _, v in self.samples) / self.window(now)
 
 
-class ClientQuotaManager:
-    """The byte-rate quota of one kind (``producer_byte_rate`` or ``consumer_byte_rate``)."""
+class QuotaManager:
+    """Quotas of one kind, resolved per (user, client id) as Kafka's default callback does."""
 
     def __init__(self, kind: str, quotas: Callable[[], Mapping[str, Mapping[str, float]]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.kind = kind
         self.quotas = quotas  # the cluster's stored quotas, read at each request
         self.clock = clock
-        self.sensors: dict[str, Sensor] = {}
 
     def quota_for(self, user: str, client_id: str) -> tuple[str, float] | None:
         """(entity key, bytes per second) of the quota that applies, or None."""
@@ -87,6 +97,15 @@ class ClientQuotaManager:
             if limit is not None:
                 return key, limit
         return None
+
+
+class ClientQuotaManager(QuotaManager):
+    """The byte-rate quota of one kind (``producer_byte_rate`` or ``consumer_byte_rate``)."""
+
+    def __init__(self, kind: str, quotas: Callable[[], Mapping[str, Mapping[str, float]]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(kind, quotas, clock)
+        self.sensors: dict[str, Sensor] = {}
 
     def record(self, user: str, client_id: str, size: int) -> int:
         """Count ``size`` bytes for the client; the throttle time in ms (0: within its quota)."""
@@ -108,6 +127,66 @@ class ClientQuotaManager:
         found = self.quota_for(user, client_id)
         if found is not None and found[0] in self.sensors:
             self.sensors[found[0]].record(-size, self.clock())
+
+
+class TokenBucket:
+    """Kafka's ``TokenBucket``: credits up to the rate times the quota window, refilled at the rate."""
+
+    def __init__(self, now: float) -> None:
+        self.tokens: float | None = None  # full on first use
+        self.last = now
+
+    def credits(self, rate: float, now: float) -> float:
+        burst = rate * WINDOWS * WINDOW_S
+        self.tokens = burst if self.tokens is None else min(burst, self.tokens + rate * (now - self.last))
+        self.last = now
+        return self.tokens
+
+
+class ThrottlingQuotaExceeded(Exception):
+    def __init__(self, throttle_ms: int) -> None:
+        super().__init__(THROTTLED)
+        self.throttle_ms = throttle_ms
+
+
+class ControllerMutationQuotaManager(QuotaManager):
+    """``controller_mutation_rate``: partitions created or deleted per second (KIP-599)."""
+
+    def __init__(self, quotas: Callable[[], Mapping[str, Mapping[str, float]]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(MUTATION, quotas, clock)
+        self.buckets: dict[str, TokenBucket] = {}
+
+    def record(self, user: str, client_id: str, mutations: int, strict: bool) -> int:
+        """Take ``mutations`` partitions from the client's bucket; the throttle time in ms that
+        follows (0: in credit). Strict, a bucket already below zero refuses the mutations
+        (:class:`ThrottlingQuotaExceeded`) and is left as it was."""
+        found = self.quota_for(user, client_id)
+        if found is None:
+            return 0
+        key, rate = found
+        now = self.clock()
+        bucket = self.buckets.setdefault(key, TokenBucket(now))
+        if rate <= 0:
+            if strict:
+                raise ThrottlingQuotaExceeded(int(WINDOWS * WINDOW_S * 1000))
+            return int(WINDOWS * WINDOW_S * 1000)
+        credits = bucket.credits(rate, now)
+        if strict and credits < 0:
+            raise ThrottlingQuotaExceeded(_refill_ms(credits, rate))
+        bucket.tokens -= mutations
+        return _refill_ms(bucket.tokens, rate)
+
+    def throttle_ms(self, user: str, client_id: str) -> int:
+        """How long until the client's bucket is back at zero (0: in credit)."""
+        found = self.quota_for(user, client_id)
+        if found is None or found[0] not in self.buckets or found[1] <= 0:
+            return 0
+        return _refill_ms(self.buckets[found[0]].credits(found[1], self.clock()), found[1])
+
+
+def _refill_ms(credits: float, rate: float) -> int:
+    return 0 if credits >= 0 else round(-credits / rate * 1000)
 
 
 def user_name(principal: str) -> str:

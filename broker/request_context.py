@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from .quotas import user_name
+from protocol.errors import ErrorCode, KafkaError
+
+from .quotas import MUTATION, ThrottlingQuotaExceeded, user_name
 
 if TYPE_CHECKING:
     from protocol import codec
@@ -71,6 +73,11 @@ class RequestContext:
             self.services.metrics.quota_throttle_time.labels(kind).inc(ms)
         return ms
 
+    def mutation_quota(self, strict_since: int) -> MutationQuota:
+        """The caller's ``controller_mutation_rate`` for this request: strict (refusing) from
+        API version ``strict_since`` on, as Kafka's ControllerMutationQuotaManager.newQuotaFor."""
+        return MutationQuota(self, self.api_version >= strict_since)
+
     @property
     def principal(self) -> str:
         """The caller as the authorizer sees it: the connection's authenticated principal."""
@@ -85,3 +92,32 @@ class RequestContext:
     def listener(self) -> str | None:
         """The name of the listener the request arrived on (None: not from a listener)."""
         return getattr(self.connection, "listener", None)
+
+
+class MutationQuota:
+    """Partitions created or deleted by one request, counted against the caller's
+    ``controller_mutation_rate`` (broker.quotas)."""
+
+    def __init__(self, ctx: RequestContext, strict: bool) -> None:
+        self.ctx, self.strict = ctx, strict
+        self.throttle_ms = 0
+
+    def record(self, partitions: int) -> None:
+        """Count ``partitions`` before changing them; strict and out of credit, raise the
+        topic's THROTTLING_QUOTA_EXCEEDED instead."""
+        ctx = self.ctx
+        try:
+            ms = ctx.services.quotas[MUTATION].record(user_name(ctx.principal), ctx.header.client_id or "",
+                                                      partitions, self.strict)
+        except ThrottlingQuotaExceeded as exc:
+            self.throttle_ms = max(self.throttle_ms, exc.throttle_ms)
+            raise KafkaError(ErrorCode.throttling_quota_exceeded, None) from None  # Kafka sends no message
+        if not self.strict:
+            self.throttle_ms = max(self.throttle_ms, ms)
+
+    def finish(self) -> int:
+        """The response's ``throttle_time_ms``; the connection is muted that long (KIP-219)."""
+        if self.throttle_ms > 0:
+            self.ctx.connection.throttle(self.throttle_ms)
+            self.ctx.services.metrics.quota_throttle_time.labels(MUTATION).inc(self.throttle_ms)
+        return self.throttle_ms

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .config import BrokerConfig
     from .fetch_session import FetchSessionCache
     from .metrics import Metrics
-    from .quotas import ClientQuotaManager
+    from .quotas import QuotaManager
     from .replica_manager import ReplicaManager
 
 
@@ -56,7 +56,7 @@ class BrokerServices(Protocol):
     txn_services: PartitionVerifier
     dynamic_broker_configs: Any
     authorizer: StandardAuthorizer | None  # None: no authorizer.class.name, everything allowed
-    quotas: dict[str, ClientQuotaManager]  # producer_byte_rate / consumer_byte_rate
+    quotas: dict[str, QuotaManager]  # producer_byte_rate / consumer_byte_rate / controller_mutation_rate
     fetch_sessions: FetchSessionCache  # KIP-227
 
     @property

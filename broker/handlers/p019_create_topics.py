@@ -7,6 +7,9 @@ Behavior:
   assignment (INVALID_REPLICA_ASSIGNMENT) and each config (INVALID_CONFIG, naming the key).
 - An existing topic gets TOPIC_ALREADY_EXISTS; a name twice in one request INVALID_REQUEST.
 - validate_only checks everything and creates nothing.
+- ``controller_mutation_rate`` (broker.quotas): each topic's partitions count against the
+  caller's quota once it passed validation; out of credit, v6+ answers that topic
+  THROTTLING_QUOTA_EXCEEDED, older versions are created and throttled afterwards.
 - v5+ returns the topic id, partition count, replication factor and effective configs.
 - With an authorizer: CREATE on the cluster or the topic, else TOPIC_AUTHORIZATION_FAILED
   "Authorization failed.".
@@ -24,13 +27,14 @@ from protocol.errors import ErrorCode, KafkaError
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..config import ConfigError
 from ..replica_manager import validate_topic_name
-from ..request_context import RequestContext
+from ..request_context import MutationQuota, RequestContext
 from ..topic_config import effective, validate_topic_config
 
 
 @register(19, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request) -> dict:
     counts = Counter(t.name for t in request.topics)
+    quota = ctx.mutation_quota(strict_since=6)
     results = []
     for t in request.topics:
         if counts[t.name] > 1:
@@ -38,10 +42,10 @@ async def handle_create_topics(ctx: RequestContext, request) -> dict:
                                   f"Create topics request from client contains multiple entries for {t.name}"))
             continue
         try:
-            results.append(await _create(ctx, t, request.validate_only))
+            results.append(await _create(ctx, t, request.validate_only, quota))
         except KafkaError as exc:
             results.append(_error(t.name, exc.code, exc.message))
-    return {"throttle_time": 0, "topics": results}
+    return {"throttle_time": quota.finish(), "topics": results}
 
 
 def _error(name: str, code: ErrorCode, message: str | None) -> dict:
@@ -49,7 +53,7 @@ def _error(name: str, code: ErrorCode, message: str | None) -> dict:
             "replication_factor": -1, "configs": None}
 
 
-async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
+async def _create(ctx: RequestContext, t, validate_only: bool, quota: MutationQuota) -> dict:
     broker = ctx.services
     if not (authorize_cluster(ctx, AclOperation.CREATE)
             or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
@@ -86,6 +90,7 @@ async def _create(ctx: RequestContext, t, validate_only: bool) -> dict:
             raise KafkaError(ErrorCode.invalid_config, str(exc)) from None
         if value is not None:
             configs[c.name] = value
+    quota.record(num_partitions)
     if not validate_only:
         topic = await broker.replica_manager.create_topic_replicated(t.name, num_partitions, rf, configs,
                                                                      assignment)

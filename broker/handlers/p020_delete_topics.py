@@ -16,6 +16,9 @@ Differs from Kafka: Kafka 4.x deletes internal topics when asked (only the kafka
 refuses); here the group and transaction coordinators keep those partitions open, so the
 request is refused. Deletion is synchronous, so ``timeout_ms`` is not needed.
 - With an authorizer: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
+- ``controller_mutation_rate``: a topic's partitions count against the caller's quota before it
+  is deleted; out of credit, v5+ answers THROTTLING_QUOTA_EXCEEDED, older versions are deleted
+  and throttled afterwards.
 
 Version notes:
 - v2-3 throttle; v3 TOPIC_DELETION_DISABLED; v4 flexible; v5 error_message; v6 topics by
@@ -30,7 +33,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize
 from ..replica_manager import INTERNAL_TOPICS
-from ..request_context import RequestContext
+from ..request_context import MutationQuota, RequestContext
 
 
 @register(20, 1, 6)
@@ -45,6 +48,7 @@ async def handle_delete_topics(ctx: RequestContext, request) -> dict:
         code = ErrorCode.invalid_request if version < 3 else ErrorCode.topic_deletion_disabled
         return {"throttle_time": 0, "responses": [
             _result(name, tid, code, "Topic deletion is disabled.") for name, tid in entries]}
+    quota = ctx.mutation_quota(strict_since=5)
     names = Counter(n for n, tid in entries if n is not None and tid == ZERO_UUID)
     ids = Counter(tid for n, tid in entries if n is None and tid != ZERO_UUID)
     responses = []
@@ -65,15 +69,15 @@ async def handle_delete_topics(ctx: RequestContext, request) -> dict:
                 reported.add(("i", tid))
                 responses.append(_result(None, tid, ErrorCode.invalid_request, "Duplicate topic id."))
         else:
-            responses.append(await _delete(ctx, name, tid))
-    return {"throttle_time": 0, "responses": responses}
+            responses.append(await _delete(ctx, name, tid, quota))
+    return {"throttle_time": quota.finish(), "responses": responses}
 
 
 def _result(name, topic_id, code, message) -> dict:
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-async def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
+async def _delete(ctx: RequestContext, name: str | None, topic_id, quota: MutationQuota) -> dict:
     broker = ctx.services
     try:
         if name is None:
@@ -90,6 +94,7 @@ async def _delete(ctx: RequestContext, name: str | None, topic_id) -> dict:
         if topic.name in INTERNAL_TOPICS:
             raise KafkaError(ErrorCode.invalid_request,
                              f"Topic {topic.name} is an internal topic and cannot be deleted.")
+        quota.record(len(topic.partitions))
         await broker.replica_manager.delete_topic_replicated(topic.name)
         return _result(topic.name, topic.uuid, ErrorCode.none, None)
     except KafkaError as exc:

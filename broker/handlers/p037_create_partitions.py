@@ -11,6 +11,8 @@ Behavior:
   (INVALID_REPLICA_ASSIGNMENT otherwise), each non-empty, without duplicates, naming only
   registered brokers (this one), with the topic's replication factor.
 - validate_only checks everything and creates nothing.
+- ``controller_mutation_rate``: the new partitions count against the caller's quota; out of
+  credit, v3 answers THROTTLING_QUOTA_EXCEEDED, older versions are throttled afterwards.
 - With an authorizer: ALTER on the topic, else TOPIC_AUTHORIZATION_FAILED.
 
 Version notes:
@@ -23,12 +25,13 @@ from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize
-from ..request_context import RequestContext
+from ..request_context import MutationQuota, RequestContext
 
 
 @register(37, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request) -> dict:
     counts = Counter(t.name for t in request.topics)
+    quota = ctx.mutation_quota(strict_since=3)
     results = []
     reported = set()
     for t in request.topics:
@@ -38,18 +41,18 @@ async def handle_create_partitions(ctx: RequestContext, request) -> dict:
                 results.append(_result(t.name, ErrorCode.invalid_request, "Duplicate topic name."))
             continue
         try:
-            await _create(ctx, t, request.validate_only)
+            await _create(ctx, t, request.validate_only, quota)
             results.append(_result(t.name, ErrorCode.none, None))
         except KafkaError as exc:
             results.append(_result(t.name, exc.code, exc.message))
-    return {"throttle_time": 0, "results": results}
+    return {"throttle_time": quota.finish(), "results": results}
 
 
 def _result(name: str, code: ErrorCode, message: str | None) -> dict:
     return {"name": name, "error_code": code, "error_message": message}
 
 
-async def _create(ctx: RequestContext, t, validate_only: bool) -> None:
+async def _create(ctx: RequestContext, t, validate_only: bool, quota: MutationQuota) -> None:
     broker = ctx.services
     if not authorize(ctx, AclOperation.ALTER, ResourceType.TOPIC, t.name):
         raise KafkaError(ErrorCode.topic_authorization_failed, None)
@@ -72,6 +75,7 @@ async def _create(ctx: RequestContext, t, validate_only: bool) -> None:
         rf = len(topic.partitions[0].replicas)
         for a in t.assignments:
             _check_assignment(ctx, list(a.broker_ids), rf)
+    quota.record(additional)
     if not validate_only:
         assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
         await broker.replica_manager.add_partitions_replicated(t.name, t.count, assignment)

@@ -110,7 +110,7 @@ def _copy_under_chaos(cluster, role: str, records: int, kills: int) -> None:
     key, key_type = (txn_id, TRANSACTION) if role == "transaction" else (group, GROUP)
     chaos = Chaos(cluster, copier, key, key_type, kills, every=max(40 // (kills + 1), 2))
     chaos.start()
-    end = {p: records // PARTITIONS for p in range(PARTITIONS)}
+    end = {p: len(range(p, records, PARTITIONS)) for p in range(PARTITIONS)}  # _fill's round robin
     try:
         copier.run_until(end, timeout=300 + records / 100)
         chaos.join(180)

@@ -55,6 +55,8 @@ from .server import KafkaConnection, TlsListener
 
 log = structlog.get_logger("broker")
 
+SHUTDOWN_STEP_S = 10.0  # the longest one component may take to stop before it is abandoned
+
 METADATA_FILE = "__cluster_metadata.json"
 SSL_RELOAD_CHECK_MS = 2000  # how often a TLS listener's store files are looked at
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a client that stops half-way through a handshake is dropped
@@ -435,10 +437,13 @@ class Broker:
             self.metrics.log_start_offset.labels(topic, str(p)).set(part.log.log_start_offset)
 
     async def stop(self) -> None:
+        """Controlled shutdown, then every component in turn, each given at most
+        ``SHUTDOWN_STEP_S``: a step waiting on peers that are gone too (a whole cluster stopped
+        at once) is abandoned and named in the log, so the broker always gets to close its logs."""
         log.info("broker_stopping")
         await self.controlled_shutdown()
         if self.controller is not None:
-            await self.controller.stop()
+            await self._stop_step("controller", self.controller.stop())
         for task in self.tasks:
             task.cancel()
         for server in self.servers.values():
@@ -448,20 +453,33 @@ class Broker:
         for conn in list(self.connections):
             conn.close()
         if self.txn_coordinator is not None:
-            await self.txn_coordinator.stop()
+            await self._stop_step("transaction_coordinator", self.txn_coordinator.stop())
             self.txn_services.client.close()
         if self.group_coordinator is not None:
-            await self.group_coordinator.stop()
+            await self._stop_step("group_coordinator", self.group_coordinator.stop())
         if self.share_manager is not None:
-            await self.share_manager.stop()
+            await self._stop_step("share_manager", self.share_manager.stop())
         if self.share_remote is not None:
             self.share_remote.close()
         if self.replica_manager.fetchers is not None:
-            await self.replica_manager.fetchers.stop()
+            await self._stop_step("replica_fetchers", self.replica_manager.fetchers.stop())
         if self.clustered:
-            await self.metadata.stop()
+            await self._stop_step("metadata_store", self.metadata.stop())
         await asyncio.to_thread(self.log_manager.close)
         log.info("broker_stopped")
+
+    async def _stop_step(self, name: str, stopping) -> None:
+        started = time.monotonic()
+        try:
+            await asyncio.wait_for(stopping, SHUTDOWN_STEP_S)
+        except TimeoutError:
+            log.warning("shutdown_step_abandoned", step=name, seconds=SHUTDOWN_STEP_S)
+        except Exception:
+            log.exception("shutdown_step_failed", step=name)
+        else:
+            elapsed = time.monotonic() - started
+            if elapsed > 1:
+                log.info("shutdown_step_slow", step=name, seconds=round(elapsed, 3))
 
     def unsupported_api_versions_response(self, correlation_id: int) -> tuple[bytes, bytes]:
         """ApiVersions in the v0 layout with UNSUPPORTED_VERSION and ApiVersions' own range."""

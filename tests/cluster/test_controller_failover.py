@@ -51,3 +51,39 @@ def test_a_killed_controller_is_replaced_before_its_broker_is_fenced(cluster):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     name = f"after-controller-{uuid.uuid4().hex[:6]}"
     admin.create_topics([NewTopic(name, 1, 2)], operation_timeout=15)[name].result(30)
+
+
+def test_a_whole_cluster_stopped_at_once_stops_in_bounded_time(tmp_path):
+    """SIGTERM to every broker at once, with a transaction open and a consumer group: each one's
+    controlled shutdown must not wait on peers that are shutting down too, and every broker
+    gets to close its logs (``broker_stopped``)."""
+    import os
+    import signal
+    import time
+
+    from confluent_kafka import Consumer, Producer
+
+    from tests.support.clients import create_topic
+
+    c = start_cluster(str(tmp_path))
+    try:
+        for i in range(3):
+            create_topic(c.bootstrap, f"stop-all-{i}", partitions=6, replication_factor=3)
+        p = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": "stop-all"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(50):
+            p.produce("stop-all-0", b"open-%d" % i)
+        assert p.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "stop-all", "auto.offset.reset": "earliest"})
+        consumer.subscribe(["stop-all-1"])
+        consumer.poll(5)
+        for node in c.nodes.values():
+            os.kill(node.proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 90  # generous: a hang is what this looks for
+        for node in c.nodes.values():
+            node.proc.wait(max(1.0, deadline - time.monotonic()))
+            assert node.proc.returncode == 0, node.output()[-2000:]
+            assert "broker_stopped" in node.output()
+    finally:
+        c.kill()

@@ -55,7 +55,7 @@ from .server import KafkaConnection, TlsListener
 
 log = structlog.get_logger("broker")
 
-SHUTDOWN_STEP_S = 10.0  # the longest one component may take to stop before it is abandoned
+SHUTDOWN_STEP_S = 5.0  # the longest one component may take to stop before it is abandoned
 
 METADATA_FILE = "__cluster_metadata.json"
 SSL_RELOAD_CHECK_MS = 2000  # how often a TLS listener's store files are looked at

@@ -106,9 +106,11 @@ class MutationQuota:
         """Count ``partitions`` before changing them; strict and out of credit, raise the
         topic's THROTTLING_QUOTA_EXCEEDED instead."""
         ctx = self.ctx
+        manager = ctx.services.quotas[MUTATION]
+        if not manager.quotas():  # no quota stored at all: nothing to count
+            return
         try:
-            ms = ctx.services.quotas[MUTATION].record(user_name(ctx.principal), ctx.header.client_id or "",
-                                                      partitions, self.strict)
+            ms = manager.record(user_name(ctx.principal), ctx.header.client_id or "", partitions, self.strict)
         except ThrottlingQuotaExceeded as exc:
             self.throttle_ms = max(self.throttle_ms, exc.throttle_ms)
             raise KafkaError(ErrorCode.throttling_quota_exceeded, None) from None  # Kafka sends no message

@@ -262,6 +262,7 @@ class Controller:
         self.epoch = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._stopped = False
         self._last_rebalance = time.monotonic()
 
     @property
@@ -273,6 +274,9 @@ class Controller:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        # A cancelled etcd call surfaces as the client's own error, which the loop survives:
+        # the flag is what ends it.
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait([self._task], timeout=2)
@@ -283,7 +287,7 @@ class Controller:
     async def _run(self) -> None:
         interval = 0.25
         first = True
-        while True:
+        while not self._stopped:
             if not first:
                 try:
                     await asyncio.wait_for(self._wake.wait(), interval)
@@ -300,7 +304,8 @@ class Controller:
             except KafkaError as exc:
                 log.warning("controller_pass_failed", error=exc.message or exc.code.name)
             except Exception:
-                log.exception("controller_pass_failed")
+                if not self._stopped:
+                    log.exception("controller_pass_failed")
 
     async def _campaign_if_vacant(self) -> None:
         if self.store.controller_id == self.store.node_id and self.store.controller_epoch:

@@ -219,7 +219,7 @@ def test_followers_fetch_in_sessions(healthy):
     wait_isr_complete(cluster, topic)
 
     def sessions(node) -> tuple[float, float]:
-        url = re.search(r"metrics_listening\s+address=(\S+)", node.output()).group(1)
+        url = re.findall(r"metrics_listening\s+address=(\S+)", node.output())[-1]  # this incarnation's
         text = urllib.request.urlopen(url, timeout=5).read().decode()
         count = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchsessions (\S+)", text, re.M)
         cached = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchpartitionscached (\S+)", text, re.M)

@@ -19,10 +19,10 @@ def metadata(c: RawClient, names, version=12, allow_auto=True):
                                "include_topic_authorized_operations": False})
 
 
-def fetch(c: RawClient, topic_id, offset=0, leader_epoch=-1, version=16, session_id=0, **kw):
+def fetch(c: RawClient, topic_id, offset=0, leader_epoch=-1, version=16, session_id=0, session_epoch=-1, **kw):
     return c.call(1, version, {
         "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "session_id": session_id,
-        "session_epoch": -1,
+        "session_epoch": session_epoch,
         "topics": [{"topic_id": topic_id, "topic": kw.get("topic", ""), "partitions": [
             {"partition": 0, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
              "partition_max_bytes": 1 << 20}]}],
@@ -125,13 +125,16 @@ def test_leader_epoch_bumped_on_every_start(own_broker, topic_name):
     assert epochs == sorted(set(epochs)) and len(epochs) == 3
 
 
-def test_nonzero_fetch_session_is_not_found(broker, topic):
+def test_an_unknown_fetch_session_is_not_found_unless_closed(broker, topic):
+    """Kafka's FetchManager: an incremental fetch (epoch > 0) of an unknown session is
+    FETCH_SESSION_ID_NOT_FOUND; closing one (epoch -1) answers sessionless, whether it existed
+    or not (tests/integration/test_fetch_sessions.py has the rest)."""
     with RawClient(broker.bootstrap) as c:
         t = metadata(c, [topic]).topics[0]
-        resp = fetch(c, t.topic_id, session_id=1234)
-        assert resp.error_code == ErrorCode.fetch_session_id_not_found
-        full = fetch(c, t.topic_id)
-        assert full.error_code == 0 and full.session_id == 0
+        resp = fetch(c, t.topic_id, session_id=1234, session_epoch=1)
+        assert (resp.error_code, resp.session_id, resp.responses) == (ErrorCode.fetch_session_id_not_found, 0, ())
+        closed = fetch(c, t.topic_id, session_id=1234)
+        assert closed.error_code == 0 and closed.session_id == 0 and len(closed.responses) == 1
 
 
 def test_fetch_returns_first_batch_past_byte_limits(broker, topic):

@@ -75,8 +75,10 @@ class CachedPartition:
     high_watermark: int = UNSUPPORTED_HIGH_WATERMARK  # a follower's own (v18), as sent
     told_high_watermark: int = -1
     told_log_start_offset: int = -1
+    seen_version: int = -1  # the partition's version last read to its end (-1: read it)
 
     def update_request(self, fp) -> None:
+        self.seen_version = -1
         self.fetch_offset = fp.fetch_offset
         self.log_start_offset = getattr(fp, "log_start_offset", -1)
         self.partition_max_bytes = fp.partition_max_bytes
@@ -235,6 +237,9 @@ class FetchContext:
     def respond(self, topics: list) -> list:
         return topics
 
+    def forget_reads(self) -> None:
+        """What was read is not sent after all (a throttled answer): read it again next time."""
+
 
 class SessionErrorContext(FetchContext):
     def __init__(self, error: ErrorCode) -> None:
@@ -272,12 +277,15 @@ class IncrementalFetchContext(FetchContext):
         if self.cache.get(self.session_id) is not self.session or self.session.epoch != self.epoch:
             # Closed, evicted or used again while this fetch waited: what it told is unknowable
             # to the session now, so answer everything read and change nothing.
-            return topics
+            self.forget_reads()
+            return [(name, topic_id, [a for a in answers if a is not None]) for name, topic_id, answers in topics]
         out: list = []
         moved = []
         for (name, topic_id, cached_parts), (_, _, answers) in zip(self.wanted, topics):
             kept = []
             for cached, answer in zip(cached_parts, answers):
+                if answer is None:  # skipped unread: nothing changed since it was last read
+                    continue
                 if cached.must_respond(answer):
                     kept.append(answer)
                     if answer[6]:
@@ -292,6 +300,11 @@ class IncrementalFetchContext(FetchContext):
             key = self.session.key(cached.topic, cached.topic_id, cached.partition)
             parts[key] = parts.pop(key)
         return out
+
+
+    def forget_reads(self) -> None:
+        for cached in self.session.partitions.values():
+            cached.seen_version = -1
 
 
 def _grouped(partitions: Iterable[CachedPartition]) -> Wanted:

@@ -14,6 +14,7 @@ replicas (KIP-966); an ISR change is written by the leader into the metadata sto
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -47,6 +48,9 @@ class _DelayedProduce:
     future: asyncio.Future
 
 
+_changes = itertools.count(1)  # one sequence for every partition: a version is never reused
+
+
 @dataclass
 class Partition:
     topic: str
@@ -64,6 +68,9 @@ class Partition:
     waiters: list = field(default_factory=list)
     delayed: list[_DelayedProduce] = field(default_factory=list)
     on_hw_advance: Callable[[Partition], None] | None = None
+    # Moves on every change a fetch could report (records, high watermark, role, replicas,
+    # ISR): a fetch session skips a partition whose version it has read with nothing to tell.
+    version: int = field(default_factory=lambda: next(_changes))
 
     # --- role -------------------------------------------------------------------------------------
 
@@ -84,6 +91,7 @@ class Partition:
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> bool:
         """Become (or stay) leader at ``leader_epoch``; True when this is a new leadership."""
+        self.version = next(_changes)
         new = not self.is_leader or leader_epoch != self.leader_epoch
         self.leader_id, self.replicas, self.isr = self.node_id, list(replicas), list(isr)
         self.partition_epoch, self.pending_isr = partition_epoch, None
@@ -102,6 +110,7 @@ class Partition:
     def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
                       replicas: list[int], isr: list[int]) -> bool:
         """Follow ``leader_id``; True when the leader or its epoch changed (refetch needed)."""
+        self.version = next(_changes)
         new = self.leader_id != leader_id or leader_epoch != self.leader_epoch
         was_leader = self.is_leader
         self.leader_id, self.leader_epoch, self.partition_epoch = leader_id, leader_epoch, partition_epoch
@@ -273,7 +282,22 @@ class Partition:
 
     # --- fetch long poll --------------------------------------------------------------------------
 
+    def touch_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A fetch from an in-sync follower at an unchanged position of an unchanged log: the
+        part of :meth:`update_follower_fetch_state` that can change (its fetch times)."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = now_ms
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.last_fetch_ms = now_ms
+        state.last_fetch_leader_log_end_offset = leader_leo
+
     def wake_waiters(self) -> None:
+        self.version = next(_changes)
         waiters, self.waiters = self.waiters, []
         for fut in waiters:
             if not fut.done():

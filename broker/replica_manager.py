@@ -450,18 +450,19 @@ class ReplicaManager:
     # --- fetch long poll -------------------------------------------------------------------------
 
     async def wait_for_data(self, partitions: list[Partition], timeout_s: float,
-                            fut: asyncio.Future | None = None) -> None:
-        """Until one of ``partitions`` is woken (new data), ``fut`` (if given) is set by its
-        owner, or the timeout."""
+                            fut: asyncio.Future | None = None) -> bool:
+        """Until one of ``partitions`` is woken (new data, a new high watermark, a leadership
+        change), ``fut`` (if given) is set by its owner, or the timeout; False on the timeout."""
         if timeout_s <= 0 or not (partitions or fut):
-            return
+            return False
         fut = fut or asyncio.get_running_loop().create_future()
         for p in partitions:
             p.waiters.append(fut)
         try:
             await asyncio.wait_for(fut, timeout_s)
+            return True
         except TimeoutError:
-            pass
+            return False
         finally:
             for p in partitions:
                 try:

@@ -109,6 +109,10 @@ class ProducerStateManager:
         self.dir = directory
         self.expiration_ms = expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
+        # producer id -> first offset of its open transaction: every entry whose
+        # current_txn_first_offset >= 0, kept beside ``producers`` so that the last stable
+        # offset, read on every fetch, costs the open transactions and not every producer.
+        self._open: dict[int, int] = {}
         self.last_snapshot_offset = -1
         # Completed transactions whose marker is not yet below the high watermark.
         self.unreplicated_txns: list[CompletedTxn] = []
@@ -227,11 +231,12 @@ class ProducerStateManager:
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
             first = entry.current_txn_first_offset
             entry.current_txn_first_offset = -1
+            self._open.pop(pid, None)
             if first < 0 or control_type is None:
                 return None
             return CompletedTxn(pid, first, header.base_offset, control_type == rb.CONTROL_ABORT)
         if header.is_transactional and entry.current_txn_first_offset < 0:
-            entry.current_txn_first_offset = header.base_offset
+            entry.current_txn_first_offset = self._open[pid] = header.base_offset
             self.verification_guards.pop(pid, None)  # used: the transaction started here
         if header.base_sequence != rb.NO_SEQUENCE:
             entry.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
@@ -244,8 +249,7 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The smallest first offset of an open transaction, or of a completed one whose
         marker is not yet below the high watermark."""
-        firsts = [e.current_txn_first_offset for e in self.producers.values()
-                  if e.current_txn_first_offset >= 0]
+        firsts = list(self._open.values())
         firsts.extend(t.first_offset for t in self.unreplicated_txns)
         return min(firsts) if firsts else None
 
@@ -259,8 +263,7 @@ class ProducerStateManager:
 
     def ongoing_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction."""
-        return {pid: e.current_txn_first_offset for pid, e in self.producers.items()
-                if e.current_txn_first_offset >= 0}
+        return dict(self._open)
 
     def remove_expired(self, now_ms: int | None = None) -> int:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -272,6 +275,7 @@ class ProducerStateManager:
 
     def truncate_and_reload(self) -> None:
         self.producers.clear()
+        self._open.clear()
         self.unreplicated_txns.clear()
 
     # --- snapshots ---------------------------------------------------------------------------
@@ -331,6 +335,7 @@ class ProducerStateManager:
             except (ValueError, struct.error, OSError):
                 continue
         self.producers.clear()
+        self._open.clear()
         return -1
 
     def _load(self, path: str) -> None:
@@ -353,3 +358,5 @@ class ProducerStateManager:
                 pos += self._BATCH.size
             producers[pid] = entry
         self.producers = producers
+        self._open = {pid: e.current_txn_first_offset for pid, e in producers.items()
+                      if e.current_txn_first_offset >= 0}

@@ -8,8 +8,11 @@ Behavior:
 - Long poll: while fewer than min_bytes are ready, waits up to max_wait_ms and wakes as soon
   as a requested partition's high watermark advances.
 - Fetch sessions (KIP-227) as Kafka keeps them (:mod:`broker.fetch_session`): a full fetch
-  creates a session, an incremental one reads every partition of its session and answers only
-  those that changed; session errors are the answer's top-level error code.
+  creates a session, an incremental one answers only the partitions of its session that
+  changed; session errors are the answer's top-level error code. A session partition that was
+  read to its end and has not changed since (its version, log start offset, and for a follower
+  its ISR membership) is not read again, only the follower's fetch time is noted, so a fetch
+  costs what changed rather than what the session holds (Kafka reads every partition).
 - Offsets outside [log start, log end] get OFFSET_OUT_OF_RANGE; a client leader epoch older
   than ours FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; an unknown topic
   UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+); a partition this broker does not
@@ -56,6 +59,7 @@ from ..authorization import AclOperation, ResourceType, authorize_cluster, denie
 from ..fetch_session import (
     INVALID_SESSION_ID,
     UNSUPPORTED_HIGH_WATERMARK,
+    CachedPartition,
     IncrementalFetchContext,
     new_context,
 )
@@ -84,16 +88,18 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
         remaining = deadline - time.monotonic()
         if total >= request.min_bytes or urgent or remaining <= 0 or not waitable:
             break
-        await rm.wait_for_data(waitable, remaining)
+        woken = await rm.wait_for_data(waitable, remaining)
         if time.monotonic() >= deadline:
-            topics, total, waitable, urgent = _read_all(ctx, wanted, request.max_bytes, replica_id, isolation,
-                                                        unauthorized)
+            if woken:  # else nothing it waited on changed: the first read still stands
+                topics, total, waitable, urgent = _read_all(ctx, wanted, request.max_bytes, replica_id,
+                                                            isolation, unauthorized)
             break
     throttle = 0
     if replica_id < 0:
         throttle = ctx.throttle_time_ms(FETCH, total)
         if throttle:  # Kafka's getThrottledResponse: nothing is sent, nothing counted, no session made
             ctx.services.quotas[FETCH].unrecord(user_name(ctx.principal), ctx.header.client_id or "", total)
+            session.forget_reads()
             return fast.encode_fetch_response(version, 0, session.session_id if isinstance(
                 session, IncrementalFetchContext) else INVALID_SESSION_ID, [], throttle_time_ms=throttle)
     topics = session.respond(topics)
@@ -138,9 +144,18 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, replica_id: int, isol
     urgent = 0
     waitable = []
     topics = []
+    now_ms = int(time.time() * 1000)
     for name, topic_id, fps in wanted:
         parts = []
         for fp in fps:
+            if type(fp) is CachedPartition and fp.seen_version >= 0:
+                part = rm.partitions.get((name, fp.partition))
+                if part is not None and _unchanged(part, fp, replica_id):
+                    if replica_id >= 0:  # the follower still fetches: it stays caught up
+                        part.touch_follower(replica_id, fp.fetch_offset, now_ms)
+                    parts.append(None)  # nothing to tell (fetch_session.IncrementalFetchContext)
+                    waitable.append(part)
+                    continue
             try:
                 if name is None:
                     raise KafkaError(ErrorCode.unknown_topic_id, "unknown topic id")
@@ -177,6 +192,8 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, replica_id: int, isol
                 parts.append((fp.partition, 0, hw, lso, plog.log_start_offset, aborted, data))
                 if not data:
                     waitable.append(part)
+                    if type(fp) is CachedPartition and fp.fetch_offset >= limit:
+                        fp.seen_version = part.version  # read to its end: skipped until it changes
             except KafkaError as exc:
                 urgent += 1
                 ctx.services.metrics.errors.labels("Fetch", exc.code.name).inc()
@@ -184,6 +201,14 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, replica_id: int, isol
                               _current_leader(ctx, name, fp.partition, exc.code)))
         topics.append((name or "", topic_id, parts))
     return topics, total, waitable, urgent
+
+
+def _unchanged(part, fp: CachedPartition, replica_id: int) -> bool:
+    """Whether a session partition can be skipped: read at its end at this version, with the
+    log start offset the client was told, and (a follower) already in the ISR, so that no
+    answer and no ISR change can come of reading it again."""
+    return (part.version == fp.seen_version and part.log.log_start_offset == fp.told_log_start_offset
+            and (replica_id < 0 or replica_id in part.isr))
 
 
 def _follower_high_watermark(fp) -> int:

@@ -208,14 +208,8 @@ class Partition:
         if log_start_offset > state.log_start_offset:
             state.log_start_offset = log_start_offset
             self.wake_waiters()  # DeleteRecords waits for the followers' log start offsets
-        leader_leo = self.log.log_end_offset
-        if fetch_offset >= leader_leo:
-            state.last_caught_up_ms = now_ms
-        elif fetch_offset >= state.last_fetch_leader_log_end_offset:
-            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        self._note_fetch(state, fetch_offset, now_ms)
         state.log_end_offset = fetch_offset
-        state.last_fetch_ms = now_ms
-        state.last_fetch_leader_log_end_offset = leader_leo
         self.maybe_increment_high_watermark()
         if (replica_id not in self.maximal_isr and self.pending_isr is None
                 and fetch_offset >= self.high_watermark
@@ -286,8 +280,12 @@ class Partition:
         """A fetch from an in-sync follower at an unchanged position of an unchanged log: the
         part of :meth:`update_follower_fetch_state` that can change (its fetch times)."""
         state = self.followers.get(replica_id)
-        if state is None:
-            return
+        if state is not None:
+            self._note_fetch(state, fetch_offset, now_ms)
+
+    def _note_fetch(self, state: ReplicaState, fetch_offset: int, now_ms: int) -> None:
+        """Kafka's lastCaughtUpTime: caught up now if it fetched from our log end, or as of its
+        previous fetch if it then reached the log end we had at that time."""
         leader_leo = self.log.log_end_offset
         if fetch_offset >= leader_leo:
             state.last_caught_up_ms = now_ms

@@ -10,30 +10,17 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.parity import TARGETS, single_broker
 from tests.support.raw import RawClient
-from tools.devcluster import free_port
 
 LIMIT = 3
 CLIENT = "127.0.0.2"
 SETTINGS = {"max.connections.per.ip": str(LIMIT)}
 
 
-@pytest.fixture(scope="module", params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
+@pytest.fixture(scope="module", params=TARGETS)
 def bootstrap(request, tmp_path_factory):
-    if request.param == "kbroker":
-        from tests.support.broker_process import BrokerProcess
-
-        b = BrokerProcess(str(tmp_path_factory.mktemp("connection-limits")), overrides=SETTINGS)
-        b.start()
-        yield b.bootstrap
-        b.stop()
-        return
-    from compat.kafka.kraft import KafkaBroker
-
-    kb = KafkaBroker(port=free_port(), controller_port=free_port(), heap_opts="-Xmx512m -Xms256m",
-                     extra_config=SETTINGS).start()
-    yield kb.bootstrap
-    kb.stop()
+    yield from single_broker(request.param, tmp_path_factory, SETTINGS)
 
 
 def _serves(c: RawClient) -> bool:

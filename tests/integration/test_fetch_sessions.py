@@ -14,30 +14,17 @@ import pytest
 from confluent_kafka import Producer
 
 from protocol.errors import ErrorCode
+from tests.support.parity import TARGETS, single_broker
 from tests.support.raw import RawClient
-from tools.devcluster import free_port
 
 SLOTS = {"max.incremental.fetch.session.cache.slots": "16"}
 FETCH = 1
 SESSIONLESS, FULL, CLOSE = (0, -1), (0, 0), -1
 
 
-@pytest.fixture(scope="module", params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
+@pytest.fixture(scope="module", params=TARGETS)
 def bootstrap(request, tmp_path_factory):
-    if request.param == "kbroker":
-        from tests.support.broker_process import BrokerProcess
-
-        b = BrokerProcess(str(tmp_path_factory.mktemp("fetch-sessions")), overrides=SLOTS)
-        b.start()
-        yield b.bootstrap
-        b.stop()
-        return
-    from compat.kafka.kraft import KafkaBroker
-
-    kb = KafkaBroker(port=free_port(), controller_port=free_port(), heap_opts="-Xmx512m -Xms256m",
-                     extra_config=SLOTS).start()
-    yield kb.bootstrap
-    kb.stop()
+    yield from single_broker(request.param, tmp_path_factory, SLOTS)
 
 
 @pytest.fixture

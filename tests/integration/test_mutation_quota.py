@@ -15,27 +15,15 @@ import uuid
 import pytest
 
 from protocol.errors import ErrorCode
+from tests.support.parity import TARGETS, single_broker
 from tests.support.raw import RawClient
-from tools.devcluster import free_port
 
 THROTTLED = None  # Kafka answers THROTTLING_QUOTA_EXCEEDED without a message
 
 
-@pytest.fixture(scope="module", params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
+@pytest.fixture(scope="module", params=TARGETS)
 def bootstrap(request, tmp_path_factory):
-    if request.param == "kbroker":
-        from tests.support.broker_process import BrokerProcess
-
-        b = BrokerProcess(str(tmp_path_factory.mktemp("mutation-quota")))
-        b.start()
-        yield b.bootstrap
-        b.stop()
-        return
-    from compat.kafka.kraft import KafkaBroker
-
-    kb = KafkaBroker(port=free_port(), controller_port=free_port(), heap_opts="-Xmx512m -Xms256m").start()
-    yield kb.bootstrap
-    kb.stop()
+    yield from single_broker(request.param, tmp_path_factory)
 
 
 def _ms(throttle) -> int:

@@ -107,6 +107,11 @@ def _cached(name: str | None, topic_id: uuid.UUID, fp) -> CachedPartition:
     return c
 
 
+def session_key(uses_topic_ids: bool, name: str | None, topic_id: uuid.UUID, index: int) -> tuple:
+    """A partition's key in a session: by topic id from Fetch v13, by name below."""
+    return (topic_id, index) if uses_topic_ids else (name, index)
+
+
 class FetchSession:
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now: float,
                  partitions: dict[tuple, CachedPartition]) -> None:
@@ -118,7 +123,7 @@ class FetchSession:
         self.partitions = partitions  # in the order they are read (dicts keep insertion order)
 
     def key(self, name: str | None, topic_id: uuid.UUID, index: int) -> tuple:
-        return (topic_id, index) if self.uses_topic_ids else (name, index)
+        return session_key(self.uses_topic_ids, name, topic_id, index)
 
     def value(self) -> tuple[bool, int]:
         """What evicting this session would cost: followers' first, then the larger."""
@@ -260,13 +265,14 @@ class FullFetchContext(FetchContext):
             for fp, answer in zip(fps, answers):
                 cached = _cached(name, topic_id, fp)
                 cached.must_respond(answer)
-                partitions[(topic_id, fp.partition) if self.uses_topic_ids else (name, fp.partition)] = cached
+                partitions[session_key(self.uses_topic_ids, name, topic_id, fp.partition)] = cached
         self.session_id = self.cache.maybe_create(self.privileged, self.uses_topic_ids, partitions)
         return topics
 
 
 class IncrementalFetchContext(FetchContext):
-    """Read every partition of the session; answer what changed."""
+    """Read the session's partitions (the handler skips those unchanged since read to their
+    end); answer what changed."""
 
     def __init__(self, session: FetchSession, cache: FetchSessionCache) -> None:
         super().__init__(_grouped(session.partitions.values()))
@@ -300,7 +306,6 @@ class IncrementalFetchContext(FetchContext):
             key = self.session.key(cached.topic, cached.topic_id, cached.partition)
             parts[key] = parts.pop(key)
         return out
-
 
     def forget_reads(self) -> None:
         for cached in self.session.partitions.values():

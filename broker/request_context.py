@@ -68,10 +68,14 @@ class RequestContext:
         """Count ``size`` bytes against the caller's ``kind`` quota (broker.quotas); a positive
         answer is the throttle time, and the connection is muted for it."""
         ms = self.services.quotas[kind].record(user_name(self.principal), self.header.client_id or "", size)
+        self.throttle(kind, ms)
+        return ms
+
+    def throttle(self, kind: str, ms: int) -> None:
+        """Mute the connection for ``ms`` after this answer (KIP-219), counted under ``kind``."""
         if ms > 0:
             self.connection.throttle(ms)
             self.services.metrics.quota_throttle_time.labels(kind).inc(ms)
-        return ms
 
     def mutation_quota(self, strict_since: int) -> MutationQuota:
         """The caller's ``controller_mutation_rate`` for this request: strict (refusing) from
@@ -119,7 +123,5 @@ class MutationQuota:
 
     def finish(self) -> int:
         """The response's ``throttle_time_ms``; the connection is muted that long (KIP-219)."""
-        if self.throttle_ms > 0:
-            self.ctx.connection.throttle(self.throttle_ms)
-            self.ctx.services.metrics.quota_throttle_time.labels(MUTATION).inc(self.throttle_ms)
+        self.ctx.throttle(MUTATION, self.throttle_ms)
         return self.throttle_ms

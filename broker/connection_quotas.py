@@ -25,10 +25,6 @@ import functools
 import socket
 from collections import Counter
 
-import structlog
-
-log = structlog.get_logger("broker.connection_quotas")
-
 
 @functools.lru_cache(maxsize=16)
 def parse_overrides(raw: str | None) -> dict[str, int]:

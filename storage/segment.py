@@ -5,9 +5,14 @@ relative offset, int32 position), one entry every ``index.interval.bytes``; the 
 maps the largest timestamp seen so far to the base offset of the batch that raised it
 (12-byte entries: int64 timestamp, int32 relative offset). Both are also kept in memory.
 
-Differs from Kafka: index files are appended as entries are made rather than preallocated and
-memory-mapped, and the entry's offset is the batch's base offset (Kafka uses the last offset);
-the files are ours alone, so only their role matters.
+Differs from Kafka: the index files are neither preallocated nor memory-mapped; the entries live
+in memory and reach their files when the segment is flushed or closed (new entries appended,
+a changed last entry rewritten), so a segment holds one open file, its ``.log``, as a Kafka
+segment does (Kafka closes an index's file once it is mapped): a broker with ten thousand
+partitions needs ten thousand descriptors, not thirty. A crash can leave index files behind
+their log; the log recovers every segment past its recovery point (which only moves after a
+flush) by scanning, so a stale index file is never trusted. The entry's offset is the batch's
+base offset (Kafka uses the last offset); the files are ours alone, so only their role matters.
 """
 
 from __future__ import annotations
@@ -24,6 +29,11 @@ _TIDX = struct.Struct(">qi")
 SCAN_CHUNK = 64 * 1024
 
 
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -31,8 +41,8 @@ def segment_name(base_offset: int, suffix: str) -> str:
 class Segment:
     __slots__ = ("dir", "base_offset", "fd", "size", "next_offset", "index_offsets",
                  "index_positions", "time_stamps", "time_offsets", "bytes_since_index",
-                 "max_timestamp", "offset_of_max_timestamp", "created_ms", "index_fd",
-                 "time_fd", "index_interval", "dirty")
+                 "max_timestamp", "offset_of_max_timestamp", "created_ms", "index_written",
+                 "time_written", "index_interval", "dirty")
 
     def __init__(self, directory: str, base_offset: int, index_interval: int = 4096) -> None:
         self.dir = directory
@@ -40,8 +50,10 @@ class Segment:
         self.index_interval = index_interval
         self.fd = os.open(self.path(".log"), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self.fd).st_size
-        self.index_fd = os.open(self.path(".index"), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        self.time_fd = os.open(self.path(".timeindex"), os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        for suffix in (".index", ".timeindex"):  # created with the segment, as Kafka's are
+            os.close(os.open(self.path(suffix), os.O_WRONLY | os.O_CREAT, 0o644))
+        # Entries already in the index files: the rest are written by the next flush / close.
+        self.index_written = self.time_written = 0
         self.next_offset = base_offset
         self.index_offsets: list[int] = []
         self.index_positions: list[int] = []
@@ -81,21 +93,44 @@ class Segment:
         self.index_offsets.append(offset)
         self.index_positions.append(position)
         self.bytes_since_index = 0
-        os.write(self.index_fd, _IDX.pack(offset - self.base_offset, position))
 
     def _add_time_entry(self, timestamp: int, offset: int) -> None:
         if self.time_stamps and self.time_offsets[-1] == offset:
             self.time_stamps[-1] = timestamp
+            self.time_written = min(self.time_written, len(self.time_stamps) - 1)  # rewrite it
             return
         self.time_stamps.append(timestamp)
         self.time_offsets.append(offset)
-        os.write(self.time_fd, _TIDX.pack(timestamp, offset - self.base_offset))
 
     def flush(self) -> None:
         os.fsync(self.fd)
-        os.fsync(self.index_fd)
-        os.fsync(self.time_fd)
+        self._write_indexes(fsync=True)
         self.dirty = False
+
+    def _write_indexes(self, fsync: bool) -> None:
+        """Bring both index files up to the entries in memory (and cut what they have beyond)."""
+        base = self.base_offset
+        self.index_written = self._write_index(".index", _IDX, self.index_written, [
+            (o - base, p) for o, p in zip(self.index_offsets[self.index_written:],
+                                           self.index_positions[self.index_written:], strict=True)],
+            len(self.index_offsets), fsync)
+        self.time_written = self._write_index(".timeindex", _TIDX, self.time_written, [
+            (t, o - base) for t, o in zip(self.time_stamps[self.time_written:],
+                                           self.time_offsets[self.time_written:], strict=True)],
+            len(self.time_stamps), fsync)
+
+    def _write_index(self, suffix: str, entry: struct.Struct, written: int, new: list[tuple],
+                     total: int, fsync: bool) -> int:
+        fd = os.open(self.path(suffix), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if new:
+                os.pwrite(fd, b"".join(entry.pack(*e) for e in new), written * entry.size)
+            os.ftruncate(fd, total * entry.size)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return total
 
     # --- recovery --------------------------------------------------------------------------
 
@@ -104,8 +139,8 @@ class Segment:
 
         Returns (bytes truncated, headers of the valid batches).
         """
-        for fd in (self.index_fd, self.time_fd):
-            os.ftruncate(fd, 0)
+        self.index_written = self.time_written = 0  # rewritten whole at the next flush
+        self.dirty = True
         self.index_offsets, self.index_positions = [], []
         self.time_stamps, self.time_offsets = [], []
         self.bytes_since_index = 0
@@ -153,8 +188,7 @@ class Segment:
 
     def load_indexes(self) -> bool:
         """Load the index files of a segment closed cleanly; False if they look unusable."""
-        raw = os.pread(self.index_fd, os.fstat(self.index_fd).st_size, 0)
-        traw = os.pread(self.time_fd, os.fstat(self.time_fd).st_size, 0)
+        raw, traw = _read_file(self.path(".index")), _read_file(self.path(".timeindex"))
         if len(raw) % 8 or len(traw) % 12 or (self.size and not raw):
             return False
         offsets, positions = [], []
@@ -175,6 +209,7 @@ class Segment:
         last = self._last_batch_header()
         self.next_offset = last.next_offset if last else self.base_offset
         self.bytes_since_index = self.size - (positions[-1] if positions else 0)
+        self.index_written, self.time_written = len(offsets), len(self.time_stamps)
         return True
 
     def _last_batch_header(self) -> rb.BatchHeader | None:
@@ -258,14 +293,25 @@ class Segment:
         self.recover(validate=False)
 
     def close(self) -> None:
-        for fd in (self.fd, self.index_fd, self.time_fd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """Close the log file; the index files get what they lack first (a flush fsyncs them)."""
+        if self.fd < 0:
+            return
+        try:
+            self._write_indexes(fsync=False)
+        except OSError:
+            pass  # the log recovers a segment whose index files are unusable
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+        self.fd = -1
 
     def delete(self) -> None:
-        self.close()
+        self.fd, fd = -1, self.fd  # deleted: its index files need nothing more
+        try:
+            os.close(fd)
+        except OSError:
+            pass
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             try:
                 os.unlink(self.path(suffix))

@@ -203,3 +203,32 @@ def test_leader_epoch_cache_epoch_for_offset(tmp_path):
     cache.assign(2, 5)
     cache.assign(4, 9)
     assert [cache.epoch_for_offset(o) for o in (0, 4, 5, 8, 9, 100)] == [-1, -1, 2, 2, 4, 4]
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_segment_holds_one_descriptor_and_its_indexes_reach_the_files_on_flush_and_close(log_dir):
+    before = _open_descriptors()
+    log = open_log(log_dir, segment_bytes=600, index_interval_bytes=100)
+    for i in range(30):
+        log.append_as_leader(batch(i, ts=2000), 0)
+        if i == 12:
+            log.flush()  # the indexes written so far; the rest appended at close
+    assert _open_descriptors() - before == len(log.segments)  # the .log files only
+    rolled = log.segments[:-1]
+    expected = [(s.base_offset, s.index_offsets, s.index_positions, s.time_stamps, s.time_offsets) for s in rolled]
+    log.close()
+    assert _open_descriptors() == before
+    for base, offsets, _, stamps, _ in expected:  # 8-byte offset and 12-byte time entries
+        assert os.path.getsize(os.path.join(log_dir, f"{base:020d}.index")) == 8 * len(offsets)
+        assert os.path.getsize(os.path.join(log_dir, f"{base:020d}.timeindex")) == 12 * len(stamps)
+    reopened = open_log(log_dir, segment_bytes=600, index_interval_bytes=100)
+    # Clean segments below the recovery point load their index files instead of a scan.
+    assert [(s.base_offset, s.index_offsets, s.index_positions, s.time_stamps, s.time_offsets)
+            for s in reopened.segments[:-1]] == expected
+    assert all(s.index_offsets for s in reopened.segments[:-1])
+    assert reopened.offset_for_timestamp(2017, 30) == (17, 2017)
+    assert reopened.offset_of_max_timestamp(30) == (29, 2029)
+    reopened.close()

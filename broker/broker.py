@@ -48,7 +48,8 @@ from .config_admin import load_dynamic_broker_configs
 from .connection_quotas import ConnectionQuotas
 from .fetch_session import FetchSessionCache
 from .metrics import Metrics, serve_metrics
-from .quotas import FETCH, MUTATION, PRODUCE, ClientQuotaManager, ControllerMutationQuotaManager
+from .quotas import (FETCH, MUTATION, PRODUCE, REQUEST, ClientQuotaManager, ControllerMutationQuotaManager,
+                     request_quota_manager)
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import KafkaConnection, TlsListener
@@ -96,6 +97,7 @@ class Broker:
             return self.metadata.client_quotas
 
         self.quotas = {PRODUCE: ClientQuotaManager(PRODUCE, stored_quotas), FETCH: ClientQuotaManager(FETCH, stored_quotas),
+                       REQUEST: request_quota_manager(stored_quotas),
                        MUTATION: ControllerMutationQuotaManager(stored_quotas)}
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions))

@@ -49,9 +49,9 @@ class Metrics:
         self.failed_authentication = Counter("kafka_server_socketservermetrics_failed_authentication",
                                              "Failed TLS principal mappings and SASL authentications",
                                              ["listener"], registry=r)
-        # Kafka's Produce / Fetch quota sensors' throttle-time, summed (ms), by quota kind.
+        # Kafka's Produce / Fetch / Request / ControllerMutation throttle-time, summed (ms), by quota kind.
         self.quota_throttle_time = Counter("kafka_server_quota_throttle_time",
-                                           "Milliseconds clients were throttled for exceeding a byte-rate quota",
+                                           "Milliseconds clients were throttled for exceeding a quota",
                                            ["quota"], registry=r)
         # ... successful-reauthentication-total and expired-connections-killed-count (KIP-368).
         self.successful_reauthentication = Counter("kafka_server_socketservermetrics_successful_reauthentication",

@@ -1,5 +1,6 @@
-"""Client quotas enforced: produce and fetch byte rates (Kafka's ``ClientQuotaManager``, KIP-13/55/219)
-and the controller mutation rate (``ControllerMutationQuotaManager``, KIP-599).
+"""Client quotas enforced: produce and fetch byte rates (Kafka's ``ClientQuotaManager``, KIP-13/55/219),
+the request-time percentage (``ClientRequestQuotaManager``, KIP-124) and the controller mutation
+rate (``ControllerMutationQuotaManager``, KIP-599).
 
 Owns the rate each quota entity used and the throttle time that follows from it. The quotas are
 the ones AlterClientQuotas stored (``producer_byte_rate``, ``consumer_byte_rate``); a request's
@@ -16,6 +17,14 @@ time is ``(rate - quota) / quota * window``, capped at the full window, as Kafka
 connection reads nothing more from the client until it has passed (KIP-219's channel mute). A
 throttled fetch is answered empty and its bytes are not counted, as Kafka's ``KafkaApis`` does.
 
+``request_percentage`` counts the time a request held the event loop (Kafka: the request
+handler and network threads' time): its handler's steps between awaits, timed by
+:class:`RequestTime`, plus decoding and encoding, as percent-seconds, so the rate is the
+percentage of one thread the client used. The throttle time follows the same formula, capped at
+one sample (``quota.window.size.seconds``) as Kafka's ``boundedThrottleTime``. Cluster actions
+(WriteTxnMarkers, AlterPartition), follower fetches and acks=0 produces are exempt; a produce
+or fetch answers the larger of its byte-rate and request throttles.
+
 ``controller_mutation_rate`` counts partitions created (CreateTopics, CreatePartitions) and
 deleted (DeleteTopics) in a token bucket of ``quota.window.num`` seconds' worth of the rate,
 refilled at the rate (Kafka's ``TokenBucket``). A request that finds the bucket below zero is
@@ -24,20 +33,22 @@ refused per topic with THROTTLING_QUOTA_EXCEEDED and the time until the bucket i
 understand the error); a request that finds credit is done even if it takes the bucket below
 zero. Older versions are never refused, only throttled afterwards (Kafka's permissive quota).
 
-Differs from Kafka: no request-percentage or connection-rate quotas yet; the
-rate is kept per broker (as in Kafka: quotas are per broker) and not exposed as Kafka's
+Differs from Kafka: no ``connection_creation_rate`` per-IP quota yet; the rate is kept per broker (as in Kafka: quotas are per broker) and not exposed as Kafka's
 per-entity ``Produce``/``Fetch`` quota metrics, only as ``kafka_server_quota_throttle_time``.
 """
 
 from __future__ import annotations
 
 import time
+import types
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, TypeVar
 
 from coordinator.controller.client_quotas import CLIENT_ID, USER, entity_key
 
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
+REQUEST = "request_percentage"
 MUTATION = "controller_mutation_rate"
 THROTTLED = "The throttling quota has been exceeded."
 WINDOWS, WINDOW_S = 11, 1.0
@@ -100,15 +111,17 @@ class QuotaManager:
 
 
 class ClientQuotaManager(QuotaManager):
-    """The byte-rate quota of one kind (``producer_byte_rate`` or ``consumer_byte_rate``)."""
+    """A rate quota of one kind (``producer_byte_rate``, ``consumer_byte_rate`` in bytes;
+    ``request_percentage`` in percent-seconds), throttling for at most ``max_throttle_s``."""
 
     def __init__(self, kind: str, quotas: Callable[[], Mapping[str, Mapping[str, float]]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_throttle_s: float = WINDOWS * WINDOW_S) -> None:
         super().__init__(kind, quotas, clock)
         self.sensors: dict[str, Sensor] = {}
+        self.max_throttle_s = max_throttle_s
 
-    def record(self, user: str, client_id: str, size: int) -> int:
-        """Count ``size`` bytes for the client; the throttle time in ms (0: within its quota)."""
+    def record(self, user: str, client_id: str, size: float) -> int:
+        """Count ``size`` for the client; the throttle time in ms (0: within its quota)."""
         found = self.quota_for(user, client_id)
         if found is None:
             return 0
@@ -118,15 +131,77 @@ class ClientQuotaManager(QuotaManager):
         sensor.record(size, now)
         rate = sensor.rate(now)
         if rate <= limit or limit <= 0:
-            return 0 if limit > 0 else int(WINDOWS * WINDOW_S * 1000)
+            return 0 if limit > 0 else int(self.max_throttle_s * 1000)
         window = sensor.window(now)
-        return int(min((rate - limit) / limit * window, WINDOWS * WINDOW_S) * 1000)
+        return int(min((rate - limit) / limit * window, self.max_throttle_s) * 1000)
 
     def unrecord(self, user: str, client_id: str, size: int) -> None:
         """Take back bytes that were not sent after all (a throttled fetch's)."""
         found = self.quota_for(user, client_id)
         if found is not None and found[0] in self.sensors:
             self.sensors[found[0]].record(-size, self.clock())
+
+
+def request_quota_manager(quotas: Callable[[], Mapping[str, Mapping[str, float]]],
+                          clock: Callable[[], float] = time.monotonic) -> ClientQuotaManager:
+    """``request_percentage``: throttles of at most one sample, as Kafka's request quota."""
+    return ClientQuotaManager(REQUEST, quotas, clock, max_throttle_s=WINDOW_S)
+
+
+T = TypeVar("T")
+
+
+class RequestTime:
+    """The time one request held the event loop: its handler's steps between awaits (timed
+    by :meth:`run`) and whatever the connection adds (:meth:`add`), in seconds. The part up to
+    :meth:`take` is what the quota throttles on; the rest is counted afterwards, unthrottled,
+    as Kafka counts the network thread's time."""
+
+    __slots__ = ("busy", "taken", "throttled", "_since")
+
+    def __init__(self) -> None:
+        self.busy = 0.0
+        self.taken = 0.0
+        self.throttled = False  # the quota has seen (and throttled on) the time up to ``taken``
+        self._since: float | None = None
+
+    def add(self, seconds: float) -> None:
+        self.busy += seconds
+
+    def so_far(self) -> float:
+        running = time.perf_counter() - self._since if self._since is not None else 0.0
+        return self.busy + running
+
+    def take(self) -> float:
+        """The time not yet taken, now taken."""
+        now = self.so_far()
+        untaken, self.taken = now - self.taken, now
+        return untaken
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        return self._drive(coro)
+
+    @types.coroutine
+    def _drive(self, coro):
+        """Step ``coro`` as a task would, timing each step (a plain pass-through of what it
+        awaits, cancellation included)."""
+        value, error = None, None
+        while True:
+            self._since = time.perf_counter()
+            try:
+                step = coro.send(value) if error is None else coro.throw(error)
+            except StopIteration as done:
+                return done.value
+            finally:
+                self.busy += time.perf_counter() - self._since
+                self._since = None
+            try:
+                value, error = (yield step), None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001  (cancellation goes to the handler)
+                value, error = None, exc
 
 
 class TokenBucket:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from protocol.errors import ErrorCode, KafkaError
 
-from .quotas import MUTATION, ThrottlingQuotaExceeded, user_name
+from .quotas import FETCH, MUTATION, REQUEST, RequestTime, ThrottlingQuotaExceeded, user_name
 
 if TYPE_CHECKING:
     from protocol import codec
@@ -56,19 +56,37 @@ class ConnectionInfo(Protocol):
 
 class RequestContext:
     """One request: its header, its connection and what a handler may use (``services``)."""
-    __slots__ = ("services", "header", "connection", "api_version")
+    __slots__ = ("services", "header", "connection", "api_version", "request_time")
 
-    def __init__(self, services: BrokerServices, header: codec.RequestHeader, connection: ConnectionInfo):
+    def __init__(self, services: BrokerServices, header: codec.RequestHeader, connection: ConnectionInfo,
+                 request_time: RequestTime | None = None):
         self.services = services
         self.header = header
         self.connection = connection
         self.api_version = header.api_version
+        # Set when a request_percentage quota applies to the caller and the request is not exempt.
+        self.request_time = request_time
 
     def throttle_time_ms(self, kind: str, size: int) -> int:
         """Count ``size`` bytes against the caller's ``kind`` quota (broker.quotas); a positive
-        answer is the throttle time, and the connection is muted for it."""
+        answer is the throttle time, and the connection is muted for it. A fetch throttled
+        for its bytes is exempt from the request quota, as in Kafka."""
         ms = self.services.quotas[kind].record(user_name(self.principal), self.header.client_id or "", size)
         self.throttle(kind, ms)
+        if ms and kind == FETCH:
+            self.request_time = None
+        return ms
+
+    def request_throttle_ms(self) -> int:
+        """Count the request's time so far against the caller's ``request_percentage`` (once;
+        later time is counted by the connection, unthrottled); the throttle time in ms."""
+        timer = self.request_time
+        if timer is None or timer.throttled:
+            return 0
+        timer.throttled = True
+        ms = self.services.quotas[REQUEST].record(user_name(self.principal), self.header.client_id or "",
+                                                  timer.take() * 100)
+        self.throttle(REQUEST, ms)
         return ms
 
     def throttle(self, kind: str, ms: int) -> None:

@@ -40,6 +40,7 @@ from security.principal import ANONYMOUS, NoMatchingRule
 from security.sasl import SASL_HANDSHAKE, AuthenticationFailed, IllegalSaslState
 
 from .connection_quotas import ConnectionQuotas
+from .quotas import REQUEST, RequestTime, user_name
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
 
@@ -47,6 +48,25 @@ log = structlog.get_logger("broker.server")
 
 MAX_QUEUED_REQUESTS = 8
 _SIZE = struct.Struct(">i")
+# Cluster actions answered without the request quota (Kafka's sendResponseExemptThrottle).
+REQUEST_QUOTA_EXEMPT = frozenset({27, 56})  # WriteTxnMarkers, AlterPartition
+PRODUCE_KEY, FETCH_KEY = 0, 1
+
+
+def _exempt_body(api_key: int, body) -> bool:
+    """A follower's fetch and an acks=0 produce are exempt from the request quota, as in Kafka."""
+    if api_key == FETCH_KEY:
+        state = getattr(body, "replica_state", None)
+        replica = state.replica_id if state is not None else getattr(body, "replica_id", -1)
+        return replica >= 0
+    return api_key == PRODUCE_KEY and body.acks == 0
+
+
+def _answer_request_throttle(result, ms: int) -> None:
+    """Put a request throttle into a response still to be encoded (the larger of it and a
+    throttle the handler answered); an encoded one keeps what its handler wrote."""
+    if ms and isinstance(result, dict) and "throttle_time" in result:
+        result["throttle_time"] = max(result["throttle_time"], ms)
 
 
 class ConnectionHost(BrokerServices, Protocol):
@@ -210,15 +230,21 @@ class KafkaConnection(asyncio.Protocol):
             return None
         if api_version < spec.refused_below:
             return self._refuse(spec, frame, api_version, correlation_id)
+        decoding = time.perf_counter()
         try:
             header, body = codec.decode_request(frame)
         except (InvalidRequest, Exception) as exc:
             self._close_for("unreadable_request", api=spec.name, version=api_version, error=str(exc)[:200])
             return None
         started = time.perf_counter()
-        ctx = RequestContext(self.broker, header, self)
+        timer = self._request_time(api_key, header, body)
+        ctx = RequestContext(self.broker, header, self, timer)
         try:
-            result = await spec.handler(ctx, body)
+            if timer is None:
+                result = await spec.handler(ctx, body)
+            else:
+                timer.add(started - decoding)
+                result = await timer.run(spec.handler(ctx, body))
         except CloseConnection as exc:
             self._close_for("handler_closed", api=spec.name, detail=str(exc))
             return None
@@ -227,9 +253,26 @@ class KafkaConnection(asyncio.Protocol):
         metrics.request_time.labels(spec.name).observe((time.perf_counter() - started) * 1000)
         if result is NO_RESPONSE:
             return None
+        if ctx.request_time is not None:
+            _answer_request_throttle(result, ctx.request_throttle_ms())
+        encoding = time.perf_counter()
         if not isinstance(result, (bytes, bytearray)):
             result = codec.encode_body(api_key, api_version, result)
+        if ctx.request_time is not None:  # the encoding counts too, unthrottled (Kafka's network thread time)
+            ctx.request_time.add(time.perf_counter() - encoding)
+            self.broker.quotas[REQUEST].record(user_name(self.principal), header.client_id or "",
+                                               ctx.request_time.take() * 100)
         return codec.frame_prefix(api_key, api_version, correlation_id, len(result)), result
+
+    def _request_time(self, api_key: int, header, body) -> RequestTime | None:
+        """A timer for the request when a ``request_percentage`` quota applies to its caller
+        and it is not exempt (broker.quotas); None otherwise, which costs nothing."""
+        if api_key in REQUEST_QUOTA_EXEMPT or _exempt_body(api_key, body):
+            return None
+        quotas = self.broker.quotas[REQUEST]
+        if quotas.quota_for(user_name(self.principal), header.client_id or "") is None:
+            return None
+        return RequestTime()
 
     def _sasl_admits(self, api_key: int, api_name: str) -> bool:
         """Whether the SASL state machine lets this request through; if not, the connection is

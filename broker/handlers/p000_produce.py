@@ -28,8 +28,9 @@ Behavior:
   this broker does not lead is NOT_LEADER_OR_FOLLOWER.
 - When the flush policy asks for it (log.flush.interval.messages/ms), the response waits for
   the group-committed fsync.
-- A client over its ``producer_byte_rate`` quota gets ``throttle_time_ms`` and its connection
-  reads nothing more until that time has passed (broker/quotas.py).
+- A client over its ``producer_byte_rate`` or ``request_percentage`` quota gets
+  ``throttle_time_ms`` (the larger of the two) and its connection reads nothing more until
+  that time has passed (broker/quotas.py); acks=0 is exempt from the request quota.
 - v0-2 are advertised (librdkafka enables gzip/snappy only when v0 is in the range) but
   refused with UNSUPPORTED_VERSION per partition, as Kafka 4.x does.
 - v13 names topics by id (KIP-516): an id no topic has (the zero id included) gets
@@ -123,8 +124,9 @@ async def handle_produce(ctx: RequestContext, request):
         await rm.flush(flush_targets)
     if delayed:
         await _await_replication(ctx, delayed, request.timeout.total_seconds())
-    throttle = ctx.throttle_time_ms(PRODUCE, sum(len(pd.records or b"") for t in request.topic_data
-                                                 for pd in t.partition_data))
+    throttle = max(ctx.throttle_time_ms(PRODUCE, sum(len(pd.records or b"") for t in request.topic_data
+                                                     for pd in t.partition_data)),
+                   ctx.request_throttle_ms())
     if acks == 0:
         if any_error:
             raise CloseConnection("error on an acks=0 produce")

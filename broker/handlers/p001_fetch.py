@@ -29,7 +29,8 @@ Behavior:
   cluster (never READ on the topic); else TOPIC_AUTHORIZATION_FAILED per partition.
 - A consumer over its ``consumer_byte_rate`` quota gets an empty answer with
   ``throttle_time_ms``, and its connection reads nothing more until that time has passed
-  (broker/quotas.py; Kafka's throttled fetch response).
+  (broker/quotas.py; Kafka's throttled fetch response). Over its ``request_percentage`` only,
+  it gets its data with the throttle time, and the same mute.
 
 Version notes:
 - v4 isolation level, LSO, aborted transactions; v5 log start offset; v7 sessions;
@@ -105,7 +106,8 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
     topics = session.respond(topics)
     if total:
         ctx.services.metrics.bytes_out.labels("all").inc(total)
-    return fast.encode_fetch_response(version, 0, session.session_id, topics)
+    return fast.encode_fetch_response(version, 0, session.session_id, topics,
+                                      throttle_time_ms=ctx.request_throttle_ms())
 
 
 def _resolve_topic(ctx: RequestContext, ft, version: int):

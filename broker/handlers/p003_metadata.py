@@ -103,7 +103,8 @@ async def handle_metadata(ctx: RequestContext, request) -> bytes:
           _topic_ops(ctx, ops_requested, e))
          for e in entries],
         cluster_authorized_operations=cluster_operations(
-            getattr(request, "include_cluster_authorized_operations", False), ctx))
+            getattr(request, "include_cluster_authorized_operations", False), ctx),
+        throttle_time_ms=ctx.request_throttle_ms())
 
 
 def _topic_ops(ctx: RequestContext, requested: bool, entry: dict) -> int:

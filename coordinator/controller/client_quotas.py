@@ -9,9 +9,9 @@ An entity is a set of (entity type, name) with types ``user``, ``client-id`` and
 ``{entity key: {quota key: value}}`` where the entity key is :func:`entity_key` (JSON of the
 sorted pairs), so every broker of a cluster sees the same quotas and they survive restarts.
 
-The byte rates (``producer_byte_rate``, ``consumer_byte_rate``) and ``controller_mutation_rate``
-are enforced by ``broker/quotas.py``. Differs from Kafka: ``request_percentage`` and
-``connection_creation_rate`` are stored and described only (nothing throttles by them).
+The byte rates (``producer_byte_rate``, ``consumer_byte_rate``), ``request_percentage`` and
+``controller_mutation_rate`` are enforced by ``broker/quotas.py``. Differs from Kafka:
+``connection_creation_rate`` (per IP) is stored and described only (nothing throttles by it).
 """
 
 from __future__ import annotations

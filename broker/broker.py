@@ -76,7 +76,8 @@ class Broker:
         self.host, self.port = self.advertised[self.inter_broker_listener]
         self.metrics = Metrics()
         self.connections: set[KafkaConnection] = set()
-        self.connection_quotas = ConnectionQuotas(config, self.inter_broker_listener, len(config.listeners()))
+        self.connection_quotas = ConnectionQuotas(config, self.inter_broker_listener, len(config.listeners()),
+                                                  lambda: self.metadata.client_quotas)
         self.clustered = bool(config["metadata.etcd.endpoints"])
         self.log_manager = LogManager(config.log_dir, replicated=self.clustered)
         if self.clustered:

@@ -162,6 +162,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("max.incremental.fetch.session.cache.slots", int, 1000, *at_least(0)),
     # Connection limits (broker/connection_quotas.py); dynamic.
     _k("max.connections", int, 2147483647, *at_least(0)),
+    _k("max.connection.creation.rate", int, 2147483647, *at_least(0)),
     _k("max.connections.per.ip", int, 2147483647, *at_least(0)),
     _k("max.connections.per.ip.overrides", str, ""),
     _k("connections.max.idle.ms", int, 600000, *at_least(1)),

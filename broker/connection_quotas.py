@@ -1,29 +1,55 @@
-"""Connection limits, as Kafka's ``SocketServer.ConnectionQuotas`` counts them.
+"""Connection limits and connection-creation rates, as Kafka's ``SocketServer.ConnectionQuotas``
+counts them (KIP-402, KIP-612).
 
-Owns the broker's count of open client connections, in all and per client address, and the
-decision whether a new connection may stay:
+Owns the broker's count of open client connections, in all and per client address, the rates
+at which they are created, and the decision whether (and when) a new connection may start:
 
+- ``max.connection.creation.rate`` (default unlimited) for the broker, and ``max.connections``
+  (default unlimited): a new connection over either waits before its first request is read,
+  as Kafka's acceptor stops accepting (the client just sees a slow connect): until the rate is
+  back under its quota (at most one quota sample, 1 s, per connection) and until a slot frees.
+  The inter-broker listener is exempt from both when the broker has other listeners, as Kafka
+  protects it, so clients cannot lock the brokers out of each other.
+- ``connection_creation_rate`` per client address (a client quota on an ``ip`` entity, or the
+  default ``ip`` entity; KIP-612): a connection over it is not counted and is closed once its
+  throttle time has passed, as Kafka's acceptor closes a throttled socket late, so that a
+  client reconnecting in a loop is slowed down.
 - ``max.connections.per.ip`` (default unlimited), with ``max.connections.per.ip.overrides``
   (``host:count,host:count``; a host name counts for the address it resolves to): a connection
   from an address that already has that many is closed at once, and the others from that
   address, and everyone else's, go on.
-- ``max.connections`` (default unlimited) for the broker: a connection over it is closed; the
-  inter-broker listener is exempt when the broker has other listeners, as Kafka protects it, so
-  clients cannot lock the brokers out of each other.
 
-All three are dynamic broker configs: read on every new connection, so an AlterConfigs applies
-to the next one.
+The broker settings are dynamic broker configs and the ip quotas client quotas: read on every
+new connection, so a change applies to the next one.
 
-Differs from Kafka: over ``max.connections`` Kafka's acceptor stops accepting until a slot frees
-(the client waits); here the connection is accepted and closed (the client reconnects after its
-backoff). ``max.connection.creation.rate`` is not enforced.
+Differs from Kafka: no per-listener limits (``listener.name.<l>.max.connections``,
+``listener.name.<l>.max.connection.creation.rate``); Kafka, over ``max.connections`` because the
+limit was lowered, also closes its least recently used connections, which this does not.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import socket
+import time
 from collections import Counter
+from collections.abc import Callable, Mapping
+
+from coordinator.controller.client_quotas import IP, entity_key
+
+from .quotas import WINDOW_S, Sensor, throttle_s
+
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+UNLIMITED = 2**31 - 1
+
+
+class ConnectionRefused(Exception):
+    """The connection may not stay: closed after ``delay_s`` (0: at once)."""
+
+    def __init__(self, reason: str, delay_s: float = 0.0) -> None:
+        super().__init__(reason)
+        self.delay_s = delay_s
 
 
 @functools.lru_cache(maxsize=16)
@@ -43,23 +69,78 @@ def parse_overrides(raw: str | None) -> dict[str, int]:
 
 
 class ConnectionQuotas:
-    def __init__(self, config, inter_broker_listener: str | None, listener_count: int) -> None:
+    def __init__(self, config, inter_broker_listener: str | None, listener_count: int,
+                 client_quotas: Callable[[], Mapping[str, Mapping[str, float]]] = dict,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.protected = inter_broker_listener if listener_count > 1 else None
+        self.client_quotas = client_quotas  # the cluster's stored quotas (ip entities)
+        self.clock = clock
         self.by_address: Counter[str] = Counter()
         self.total = 0
+        self.broker_rate = Sensor()
+        self.ip_rates: dict[str, Sensor] = {}
+        self._slot_freed = asyncio.Event()
 
-    def admit(self, listener: str | None, address: str) -> str | None:
-        """Count the connection and return None, or say why it must be closed (not counted)."""
+    async def acquire(self, listener: str | None, address: str) -> None:
+        """Wait, as Kafka's acceptor does, until the broker's creation rate and connection
+        count let the connection in; then count it, or raise :class:`ConnectionRefused`."""
+        delay = self.broker_delay(listener)
+        if delay:
+            await asyncio.sleep(delay)
+        while not self.slot_available(listener):
+            self._slot_freed.clear()
+            await self._slot_freed.wait()
+        self.admit(listener, address)
+
+    def broker_delay(self, listener: str | None) -> float:
+        """Count the connection in the broker's creation rate; seconds to wait (0: none)."""
+        if listener == self.protected:
+            return 0.0
+        limit = self.config["max.connection.creation.rate"]
+        if limit >= UNLIMITED:
+            return 0.0
+        now = self.clock()
+        self.broker_rate.record(1, now)
+        return throttle_s(self.broker_rate, limit, now, WINDOW_S)
+
+    def slot_available(self, listener: str | None) -> bool:
+        return listener == self.protected or self.total < self.config["max.connections"]
+
+    def admit(self, listener: str | None, address: str) -> None:
+        """Check the address's creation rate and count, then count the connection; or raise
+        :class:`ConnectionRefused` (not counted)."""
+        self._record_ip_rate(address)
         per_ip = parse_overrides(self.config.get("max.connections.per.ip.overrides")).get(
             address, self.config["max.connections.per.ip"])
         if self.by_address[address] >= per_ip:
-            return (f"Rejected connection from {address}, address already has the configured maximum "
-                    f"of {per_ip} connections.")
-        if listener != self.protected and self.total >= self.config["max.connections"]:
-            return f"Rejected connection from {address}: the broker has its maximum of {self.total} connections."
+            raise ConnectionRefused(f"Rejected connection from {address}, address already has the configured "
+                                    f"maximum of {per_ip} connections.")
         self.by_address[address] += 1
         self.total += 1
+
+    def _record_ip_rate(self, address: str) -> None:
+        limit = self.ip_quota(address)
+        if limit is None:
+            return
+        now = self.clock()
+        sensor = self.ip_rates.setdefault(address, Sensor())
+        sensor.record(1, now)
+        delay = throttle_s(sensor, limit, now, WINDOW_S)
+        if delay:
+            sensor.record(-1, now)  # not accepted: not counted (Kafka un-records it too)
+            raise ConnectionRefused(f"Throttling {address} for {int(delay * 1000)} ms: over its "
+                                    f"{CONNECTION_CREATION_RATE} of {limit:g}/s", delay)
+
+    def ip_quota(self, address: str) -> float | None:
+        """The address's ``connection_creation_rate``: its own, else the default ip entity's."""
+        stored = self.client_quotas()
+        if not stored:
+            return None
+        for name in (address, None):
+            limit = stored.get(entity_key(((IP, name),)), {}).get(CONNECTION_CREATION_RATE)
+            if limit is not None:
+                return limit
         return None
 
     def release(self, address: str) -> None:
@@ -67,3 +148,4 @@ class ConnectionQuotas:
         if self.by_address[address] <= 0:
             del self.by_address[address]
         self.total -= 1
+        self._slot_freed.set()

@@ -89,6 +89,17 @@ class Sensor:
         return sum(v for _, v in self.samples) / self.window(now)
 
 
+def throttle_s(sensor: Sensor, limit: float, now: float, cap_s: float) -> float:
+    """Seconds to throttle a sensor over ``limit`` (0: within it): Kafka's
+    ``QuotaUtils.throttleTime``, ``(rate - limit) / limit * window``, at most ``cap_s``."""
+    if limit <= 0:
+        return cap_s
+    rate = sensor.rate(now)
+    if rate <= limit:
+        return 0.0
+    return min((rate - limit) / limit * sensor.window(now), cap_s)
+
+
 class QuotaManager:
     """Quotas of one kind, resolved per (user, client id) as Kafka's default callback does."""
 
@@ -129,11 +140,7 @@ class ClientQuotaManager(QuotaManager):
         now = self.clock()
         sensor = self.sensors.setdefault(key, Sensor())
         sensor.record(size, now)
-        rate = sensor.rate(now)
-        if rate <= limit or limit <= 0:
-            return 0 if limit > 0 else int(self.max_throttle_s * 1000)
-        window = sensor.window(now)
-        return int(min((rate - limit) / limit * window, self.max_throttle_s) * 1000)
+        return int(throttle_s(sensor, limit, now, self.max_throttle_s) * 1000)
 
     def unrecord(self, user: str, client_id: str, size: int) -> None:
         """Take back bytes that were not sent after all (a throttled fetch's)."""

@@ -39,7 +39,7 @@ from security.authorizer import java_host_address
 from security.principal import ANONYMOUS, NoMatchingRule
 from security.sasl import SASL_HANDSHAKE, AuthenticationFailed, IllegalSaslState
 
-from .connection_quotas import ConnectionQuotas
+from .connection_quotas import ConnectionQuotas, ConnectionRefused
 from .quotas import REQUEST, RequestTime, user_name
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
@@ -119,17 +119,30 @@ class KafkaConnection(asyncio.Protocol):
             self.closed = True  # never counted as open
             transport.abort()
             return
-        refused = self.broker.connection_quotas.admit(self.listener, self.client_host)
-        if refused is not None:  # over a connection limit: only this connection goes
-            log.info("connection_rejected", listener=self.listener, reason=refused)
+        self.broker.connections.add(self)
+        self.worker = asyncio.get_running_loop().create_task(self._admit_and_process())
+
+    async def _admit_and_process(self) -> None:
+        """Wait for the connection quotas to let the connection in (Kafka's acceptor waits the
+        same way), then process its requests; over a limit only this connection goes."""
+        quotas = self.broker.connection_quotas
+        try:
+            await quotas.acquire(self.listener, self.client_host)
+        except ConnectionRefused as exc:
+            log.info("connection_rejected", listener=self.listener, reason=str(exc))
             self.broker.metrics.connections_rejected.labels(self.listener or "").inc()
-            self.closed = True
-            transport.abort()
+            if exc.delay_s:  # a throttled address's connection closes late, so its client slows down
+                await asyncio.sleep(exc.delay_s)
+            self.transport.abort()
+            return
+        except asyncio.CancelledError:
+            return
+        if self.closed:  # the client left while it waited: give the slot back
+            quotas.release(self.client_host)
             return
         self.admitted = True
         self.broker.metrics.connections.inc()
-        self.broker.connections.add(self)
-        self.worker = asyncio.get_running_loop().create_task(self._process())
+        await self._process()
 
     def data_received(self, data: bytes) -> None:
         buf = self.buffer
@@ -157,9 +170,8 @@ class KafkaConnection(asyncio.Protocol):
         if self.admitted:
             self.admitted = False
             self.broker.connection_quotas.release(self.client_host)
-        if not self.closed:
-            self.closed = True
             self.broker.metrics.connections.dec()
+        self.closed = True
         if self.worker is None or self.worker.done():
             self.broker.connections.discard(self)
         else:  # shutdown must still find (and abandon) the request in flight

@@ -1,30 +1,96 @@
-"""The broker's connection limits, counted as Kafka's ConnectionQuotas counts them."""
+"""The broker's connection limits and creation rates, counted as Kafka's ConnectionQuotas counts
+them, on a fake clock."""
 
-from broker.connection_quotas import ConnectionQuotas
+import asyncio
+
+import pytest
+
+from broker.connection_quotas import ConnectionQuotas, ConnectionRefused
+from coordinator.controller.client_quotas import entity_key
+
+UNLIMITED = 2**31 - 1
 
 
-def _quotas(**settings) -> ConnectionQuotas:
-    config = {"max.connections": 2**31 - 1, "max.connections.per.ip": 2**31 - 1,
-              "max.connections.per.ip.overrides": "", **settings}
-    return ConnectionQuotas(config, "BROKER", listener_count=2)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _quotas(ip_quotas: dict | None = None, clock=None, **settings) -> ConnectionQuotas:
+    config = {"max.connections": UNLIMITED, "max.connections.per.ip": UNLIMITED,
+              "max.connection.creation.rate": UNLIMITED, "max.connections.per.ip.overrides": "", **settings}
+    stored = {entity_key((("ip", ip),)): {"connection_creation_rate": rate} for ip, rate in (ip_quotas or {}).items()}
+    return ConnectionQuotas(config, "BROKER", 2, lambda: stored, clock or Clock())
 
 
 def test_per_address_limit_with_an_override_by_host_name():
     q = _quotas(**{"max.connections.per.ip": 1, "max.connections.per.ip.overrides": "localhost:2"})
-    assert q.admit("CLIENT", "10.0.0.1") is None
-    assert "maximum of 1 connections" in q.admit("CLIENT", "10.0.0.1")
-    assert q.admit("CLIENT", "127.0.0.1") is None and q.admit("CLIENT", "127.0.0.1") is None
-    assert q.admit("CLIENT", "127.0.0.1") is not None
+    q.admit("CLIENT", "10.0.0.1")
+    with pytest.raises(ConnectionRefused, match="maximum of 1 connections") as refused:
+        q.admit("CLIENT", "10.0.0.1")
+    assert refused.value.delay_s == 0  # closed at once
+    q.admit("CLIENT", "127.0.0.1")
+    q.admit("CLIENT", "127.0.0.1")
+    with pytest.raises(ConnectionRefused):
+        q.admit("CLIENT", "127.0.0.1")
     q.release("10.0.0.1")
-    assert q.admit("CLIENT", "10.0.0.1") is None
+    q.admit("CLIENT", "10.0.0.1")
     assert q.total == 3
 
 
-def test_the_broker_limit_spares_the_inter_broker_listener():
+def test_over_max_connections_a_connection_waits_for_a_slot_and_peers_do_not():
     q = _quotas(**{"max.connections": 2})
-    assert q.admit("CLIENT", "10.0.0.1") is None and q.admit("CLIENT", "10.0.0.2") is None
-    assert q.admit("CLIENT", "10.0.0.3") is not None
-    assert q.admit("BROKER", "10.0.0.4") is None  # peers still get in
-    q.release("10.0.0.1")
-    q.release("10.0.0.4")
-    assert q.admit("CLIENT", "10.0.0.3") is None
+
+    async def main():
+        await q.acquire("CLIENT", "10.0.0.1")
+        await q.acquire("CLIENT", "10.0.0.2")
+        waiting = asyncio.ensure_future(q.acquire("CLIENT", "10.0.0.3"))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # Kafka's acceptor waits too: the client sees a slow connect
+        await asyncio.wait_for(q.acquire("BROKER", "10.0.0.4"), 1)  # the protected listener gets in
+        q.release("10.0.0.1")
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # the peer's connection counts in the total as in Kafka
+        q.release("10.0.0.4")
+        await asyncio.wait_for(waiting, 1)
+        assert q.total == 2 and q.by_address["10.0.0.3"] == 1
+
+    asyncio.run(main())
+
+
+def test_the_broker_creation_rate_delays_by_kafkas_formula_at_most_a_sample():
+    clock = Clock()
+    q = _quotas(clock=clock, **{"max.connection.creation.rate": 2})
+    assert [q.broker_delay("CLIENT") for _ in range(20)] == [0.0] * 20  # 20 over a 10 s window: 2/s
+    assert q.broker_delay("CLIENT") == pytest.approx(0.5)  # (2.1 - 2) / 2 * 10 s
+    assert max(q.broker_delay("CLIENT") for _ in range(20)) == 1.0  # capped at one sample
+    assert q.broker_delay("BROKER") == 0.0  # the inter-broker listener is exempt
+    clock.now += 30
+    assert q.broker_delay("CLIENT") == 0.0
+
+
+def test_an_address_over_its_creation_rate_is_refused_late_and_not_counted():
+    clock = Clock()
+    q = _quotas({"10.0.0.9": 1.0, None: 5.0}, clock)
+    assert q.ip_quota("10.0.0.9") == 1.0 and q.ip_quota("10.0.0.1") == 5.0  # its own, else the default
+    for _ in range(10):  # ten over the ten-second window: 1/s
+        q.admit("CLIENT", "10.0.0.9")
+    with pytest.raises(ConnectionRefused, match="connection_creation_rate") as refused:
+        q.admit("CLIENT", "10.0.0.9")
+    assert 0 < refused.value.delay_s <= 1.0
+    assert q.by_address["10.0.0.9"] == 10
+    for _ in range(50):  # another address has its own rate
+        q.admit("CLIENT", "10.0.0.1")
+    clock.now += 30
+    q.admit("CLIENT", "10.0.0.9")
+
+
+def test_without_ip_quotas_nothing_is_rated():
+    q = _quotas()
+    assert q.ip_quota("10.0.0.1") is None
+    for _ in range(1000):
+        q.admit("CLIENT", "10.0.0.1")
+    assert q.total == 1000

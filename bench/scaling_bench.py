@@ -262,6 +262,7 @@ def main(argv=None) -> int:
     ap.add_argument("--restart-timeout", type=float, default=600.0)
     ap.add_argument("--kafka-heap", default=cb.kraft_cluster.DEFAULT_CLUSTER_HEAP)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the clusters' temp dirs (logs, data)")
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.idle_seconds, args.latency_seconds, args.settle_seconds = "60,300", 5.0, 5.0, 3.0
@@ -271,8 +272,8 @@ def main(argv=None) -> int:
     out_json = Path(args.json) if args.json else REPO / "bench" / "results" / f"scaling_bench-{stamp}.json"
     for size in [int(s) for s in args.sizes.split(",")]:
         for target in targets:
-            make = (lambda: cb.OursCluster(dict(cb.OURS_DEFAULT_OVERRIDES), False)) if target == "ours" \
-                else (lambda: cb.KafkaCluster(args.kafka_heap, False))
+            make = (lambda: cb.OursCluster(dict(cb.OURS_DEFAULT_OVERRIDES), args.keep)) if target == "ours" \
+                else (lambda: cb.KafkaCluster(args.kafka_heap, args.keep))
             try:
                 results[target][str(size)] = run_size(make, size, args)
             except Exception as exc:  # noqa: BLE001  (one size failing still reports the rest)

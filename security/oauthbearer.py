@@ -1,6 +1,6 @@
 """SASL/OAUTHBEARER on the broker (RFC 7628, KIP-255, KIP-768): the client's bearer token is a JWT.
 
-Owns the server side of the mechanism: the client's first message (``n,[a=<authzid>],^Aauth=Bearer
+Owns both sides of the mechanism. The server side: the client's first message (``n,[a=<authzid>],^Aauth=Bearer
 <jwt>^A...^A^A``), the validation of its token and the principal it names. Two validators, chosen
 as Kafka chooses them, by ``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class``:
 
@@ -13,6 +13,13 @@ as Kafka chooses them, by ``listener.name.<listener>.oauthbearer.sasl.server.cal
 - Kafka's ``OAuthBearerUnsecuredValidatorCallbackHandler`` (development only): an unsigned JWT
   (``alg: none``), with the JAAS options ``unsecuredValidatorPrincipalClaimName``,
   ``unsecuredValidatorRequiredScope`` and ``unsecuredValidatorAllowableClockSkewMs``.
+
+The login side is the broker's own token for its peers' inter-broker listener, chosen as Kafka
+chooses its login callback handler: ``OAuthBearerLoginCallbackHandler`` (KIP-768) when
+``sasl.oauthbearer.token.endpoint.url`` is set (a ``file:`` URL holding a token, or an http(s)
+endpoint answering the client-credentials grant for the JAAS ``clientId``/``clientSecret``),
+else the unsecured login (``OAuthBearerUnsecuredLoginCallbackHandler``, unsigned tokens from
+the JAAS line's ``unsecuredLoginStringClaim_sub`` and friends).
 
 A token that fails gets Kafka's error challenge (``{"status":"invalid_token"}``); the client's
 ``^A`` answer to it then ends the exchange with SASL_AUTHENTICATION_FAILED. A valid token's
@@ -31,6 +38,7 @@ import json
 import os
 import re
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,7 +55,8 @@ INVALID_TOKEN = json.dumps({"status": "invalid_token"}, separators=(",", ":"))
 KEYS = ("sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
         "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.clock.skew.seconds",
         "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name",
-        "sasl.oauthbearer.jwks.endpoint.refresh.ms")
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.token.endpoint.url",
+        "sasl.login.callback.handler.class")
 _FIRST = re.compile(rb"^n,(?:a=([^,]*))?,\x01((?:[A-Za-z]+=[\x21-\x7e \t]*\x01)*)\x01$")
 
 
@@ -192,12 +201,100 @@ def _principal_name(claims: Mapping, claim: str) -> str:
 Validator = SignedJwtValidator | UnsecuredJwtValidator
 
 
+# --- the login side (the broker's own token for its peers) ------------------------------------------
+
+UNSECURED_LOGIN_PREFIXES = ("unsecuredLoginStringClaim_", "unsecuredLoginNumberClaim_", "unsecuredLoginListClaim_")
+LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+
+
+@dataclass
+class UnsecuredLogin:
+    """Kafka's ``OAuthBearerUnsecuredLoginCallbackHandler``: an unsigned JWT (``alg: none``) made
+    from the JAAS options ``unsecuredLogin{String,Number,List}Claim_<name>``,
+    ``unsecuredLoginPrincipalClaimName`` (``sub``) and ``unsecuredLoginLifetimeSeconds`` (3600)."""
+
+    claims: dict
+    lifetime_s: int = 3600
+
+    @classmethod
+    def from_jaas(cls, options: Mapping[str, str]) -> UnsecuredLogin:
+        claims: dict = {}
+        for key, value in options.items():
+            for prefix in UNSECURED_LOGIN_PREFIXES:
+                if key.startswith(prefix):
+                    name = key[len(prefix):]
+                    claims[name] = (float(value) if "Number" in prefix else
+                                    (value.split(value[0])[1:] if value else []) if "List" in prefix else value)
+        principal = options.get("unsecuredLoginPrincipalClaimName", "sub")
+        if not isinstance(claims.get(principal), str):
+            raise ValueError(f"OAUTHBEARER's unsecured login needs unsecuredLoginStringClaim_{principal}=\"<name>\" "
+                             "in its sasl.jaas.config")
+        return cls(claims, int(options.get("unsecuredLoginLifetimeSeconds", "3600")))
+
+    def token(self) -> str:
+        now = int(time.time())
+        claims = {"iat": now, "exp": now + self.lifetime_s, **self.claims}
+        return f"{_b64url({'alg': 'none'})}.{_b64url(claims)}."
+
+
+@dataclass
+class EndpointLogin:
+    """Kafka's ``OAuthBearerLoginCallbackHandler`` (KIP-768): the token from
+    ``sasl.oauthbearer.token.endpoint.url``, a ``file:`` URL (a token made elsewhere, re-read at
+    each login) or http(s), where the JAAS ``clientId`` / ``clientSecret`` (and ``scope``) get one
+    by the client-credentials grant."""
+
+    url: str
+    client_id: str = ""
+    client_secret: str = ""
+    scope: str = ""
+
+    def token(self) -> str:
+        if self.url.startswith("file:"):
+            with urllib.request.urlopen(self.url, timeout=10) as f:  # noqa: S310  (a configured file)
+                return f.read().decode().strip()
+        form = {"grant_type": "client_credentials", **({"scope": self.scope} if self.scope else {})}
+        basic = base64.b64encode(f"{self.client_id}:{self.client_secret}".encode()).decode()
+        req = urllib.request.Request(self.url, data=urllib.parse.urlencode(form).encode(), headers={
+            "Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"})
+        with urllib.request.urlopen(req, timeout=10) as f:  # noqa: S310  (the configured endpoint)
+            return json.loads(f.read())["access_token"]
+
+
+def login_for(given: Mapping[str, str], listener: str, jaas_options: Mapping[str, str]) -> UnsecuredLogin | EndpointLogin:
+    """The broker's token source for ``listener``, as Kafka picks its login callback handler."""
+    prefix = f"listener.name.{listener.lower()}.oauthbearer."
+
+    def setting(name: str) -> str | None:
+        return given.get(prefix + name, given.get(name))
+
+    handler = setting("sasl.login.callback.handler.class")
+    url = setting("sasl.oauthbearer.token.endpoint.url")
+    if handler == LOGIN_HANDLER or url:
+        if not url:
+            raise ValueError(f"listener {listener}: {LOGIN_HANDLER.rsplit('.', 1)[1]} needs "
+                             "sasl.oauthbearer.token.endpoint.url")
+        return EndpointLogin(url, jaas_options.get("clientId", ""), jaas_options.get("clientSecret", ""),
+                             jaas_options.get("scope", ""))
+    return UnsecuredLogin.from_jaas(jaas_options)
+
+
+def client_first_message(token: str) -> bytes:
+    """RFC 7628's initial client response, as Kafka's OAuthBearerClientInitialResponse writes it."""
+    return b"n,,\x01auth=Bearer " + token.encode() + b"\x01\x01"
+
+
+def _b64url(value: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).rstrip(b"=").decode()
+
+
 # --- configuration --------------------------------------------------------------------------------
 
 def is_oauthbearer_key(rest: str) -> bool:
     """A key (after any ``listener.name.<listener>.`` prefix) this mechanism reads."""
     return (rest in KEYS or rest.startswith("oauthbearer.sasl.oauthbearer.")
-            or rest in ("sasl.server.callback.handler.class", "oauthbearer.sasl.server.callback.handler.class"))
+            or rest in ("sasl.server.callback.handler.class", "oauthbearer.sasl.server.callback.handler.class",
+                        "oauthbearer.sasl.login.callback.handler.class"))
 
 
 def validator_for(given: Mapping[str, str], listener: str, jaas_options: Mapping[str, str]) -> Validator:

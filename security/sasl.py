@@ -13,7 +13,9 @@ the user exists); the connection then closes after ``connection.failed.authentic
 
 The client side (:class:`SaslClient`) is the broker's own login to its peers' SASL
 inter-broker listener, with ``sasl.mechanism.inter.broker.protocol`` and the ``username`` and
-``password`` of that listener's JAAS line for the mechanism, as a Kafka broker logs in.
+``password`` of that listener's JAAS line for the mechanism, as a Kafka broker logs in; with
+OAUTHBEARER, the token of the listener's login handler (:func:`.oauthbearer.login_for`: the
+unsecured login's claims from the JAAS line, or ``sasl.oauthbearer.token.endpoint.url``).
 
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` (globally, or per listener and
 mechanism as ``listener.name.<listener>.<mechanism>.connections.max.reauth.ms``) a completed
@@ -200,14 +202,19 @@ def inter_broker_client(given: Mapping[str, str], listener: str) -> SaslClient:
     """The broker's own credentials for ``listener`` (its inter-broker one), or ValueError."""
     mechanism = given.get("sasl.mechanism.inter.broker.protocol",
                           SASL_DEFAULTS["sasl.mechanism.inter.broker.protocol"]).strip().upper()
-    if mechanism not in (PLAIN, *SCRAM_MECHANISMS):
+    if mechanism not in (PLAIN, *SCRAM_MECHANISMS, oauthbearer.MECHANISM):
         raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not supported (use one of "
-                         f"{', '.join((PLAIN, *SCRAM_MECHANISMS))})")
+                         f"{', '.join((PLAIN, *SCRAM_MECHANISMS, oauthbearer.MECHANISM))})")
     if mechanism not in enabled_mechanisms(given, listener):
         raise ValueError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
                          f"listener {listener}")
     jaas = jaas_config(given, listener, mechanism)
     options = parse_jaas(jaas)[1] if jaas else {}
+    if mechanism == oauthbearer.MECHANISM:
+        try:
+            return SaslClient(mechanism, token_source=oauthbearer.login_for(given, listener, options))
+        except ValueError as exc:
+            raise ValueError(f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config: {exc}") from None
     if not options.get("username") or "password" not in options:
         raise ValueError(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config needs the "
                          "broker's own username=\"...\" password=\"...\" to log in to its peers")
@@ -294,15 +301,22 @@ def _equal(a: str, b: str) -> bool:
 
 
 class SaslClient:
-    """A SASL login as a client: the tokens to send, given the server's answers."""
+    """A SASL login as a client: the tokens to send, given the server's answers. OAUTHBEARER
+    takes its bearer token from ``token_source`` (security.oauthbearer) at each login."""
 
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    def __init__(self, mechanism: str, username: str = "", password: str = "", token_source=None) -> None:
         self.mechanism, self.username, self.password = mechanism, username, password
+        self.token_source = token_source
 
     def exchange(self):
         """A generator: yields each token to send and receives the server's reply."""
         if self.mechanism == PLAIN:
             yield b"\x00" + self.username.encode() + b"\x00" + self.password.encode()
+            return
+        if self.mechanism == oauthbearer.MECHANISM:
+            challenge = yield oauthbearer.client_first_message(self.token_source.token())
+            if challenge:  # the server's error challenge: acknowledged, and the login fails
+                yield b"\x01"
             return
         from scramp import ScramClient
 

@@ -225,6 +225,65 @@ def test_the_broker_logs_in_to_a_sasl_inter_broker_listener(tmp_path, ca, topic_
         b.kill9()
 
 
+@pytest.mark.parametrize("login", ["unsecured", "token-file"])
+def test_the_broker_logs_in_to_an_oauthbearer_inter_broker_listener(tmp_path, topic_name, login):
+    """OAUTHBEARER between brokers: the broker's token from the unsecured login's JAAS claims
+    (checked by the unsecured validator), or a signed JWT read from
+    ``sasl.oauthbearer.token.endpoint.url=file:...`` (checked against the JWKS); markers reach
+    the leader through that listener, so a commit becomes visible only once the login works,
+    and the token's subject is a super user."""
+    import json
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from security.oauthbearer import LOGIN_HANDLER, SECURED_HANDLERS, UNSECURED_HANDLER
+
+    b = BrokerProcess(str(tmp_path / "data"))
+    b.internal_port = free_port()
+    module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+    b.overrides.update({
+        "listeners": f"CLIENT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{b.internal_port}",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS;User:kbroker-node",
+    })
+    if login == "unsecured":
+        b.overrides.update({
+            "listener.name.internal.oauthbearer.sasl.server.callback.handler.class": UNSECURED_HANDLER,
+            "listener.name.internal.oauthbearer.sasl.jaas.config":
+                f'{module} unsecuredLoginStringClaim_sub="kbroker-node";'})
+    else:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+        (tmp_path / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "RS256"}]}))
+        token = jwt.encode({"sub": "kbroker-node", "iat": int(time.time()), "exp": int(time.time()) + 600},
+                           key, algorithm="RS256", headers={"kid": "k1"})
+        (tmp_path / "token.jwt").write_text(token)
+        b.overrides.update({
+            "listener.name.internal.oauthbearer.sasl.server.callback.handler.class": sorted(SECURED_HANDLERS)[0],
+            "listener.name.internal.oauthbearer.sasl.jaas.config": f"{module} ;",
+            "listener.name.internal.oauthbearer.sasl.login.callback.handler.class": LOGIN_HANDLER,
+            "sasl.oauthbearer.token.endpoint.url": (tmp_path / "token.jwt").as_uri(),
+            "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri()})
+    b.start()
+    try:
+        create_topic(b.bootstrap, topic_name)
+        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic_name}"})
+        p.init_transactions(20)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic_name, value=b"o%d" % i)
+        p.commit_transaction(20)
+        assert sorted(_read_committed(b.bootstrap, topic_name, 3, timeout=30)) == [b"o0", b"o1", b"o2"]
+        assert "User:kbroker-node" in b.output()  # the principal the broker logged in as
+    finally:
+        b.kill9()
+
+
 async def test_a_normal_user_cannot_write_markers_or_fetch_as_a_replica(broker, topic_name):
     """The broker-only APIs need ClusterAction: a logged-in user without it is refused as Kafka
     refuses it (CLUSTER_AUTHORIZATION_FAILED for markers, TOPIC_AUTHORIZATION_FAILED for a

@@ -130,3 +130,29 @@ def test_the_unsecured_validator_only_when_named():
     assert "scope" in refused(v, first_message(no_scope))
     no_exp = jwt.encode({"sub": "dev", "scope": "kafka"}, "", algorithm="none")
     assert "exp" in refused(v, first_message(no_exp))
+
+
+def test_the_unsecured_login_makes_a_token_the_unsecured_validator_accepts():
+    login = oauthbearer.UnsecuredLogin.from_jaas({
+        "unsecuredLoginStringClaim_sub": "broker-1", "unsecuredLoginListClaim_scope": " kafka admin",
+        "unsecuredLoginNumberClaim_level": "3", "unsecuredLoginLifetimeSeconds": "60"})
+    token = login.token()
+    claims = jwt.decode(token, options={"verify_signature": False})
+    assert (claims["sub"], claims["scope"], claims["level"], claims["exp"] - claims["iat"]) == \
+        ("broker-1", ["kafka", "admin"], 3.0, 60)
+    validated = oauthbearer.UnsecuredJwtValidator(required_scope=("kafka",)).validate(token)
+    assert validated.principal_name == "broker-1"
+    server = oauthbearer.OAuthBearerServer(oauthbearer.UnsecuredJwtValidator())
+    assert server.evaluate(oauthbearer.client_first_message(token)) == b""
+    assert server.complete and server.authorization_id == "broker-1"
+    with pytest.raises(ValueError, match="unsecuredLoginStringClaim_sub"):
+        oauthbearer.UnsecuredLogin.from_jaas({})
+
+
+def test_the_login_handler_reads_a_token_file_named_by_the_endpoint_url(tmp_path):
+    (tmp_path / "token").write_text("header.claims.signature\n")
+    given = {"listener.name.internal.oauthbearer.sasl.login.callback.handler.class": oauthbearer.LOGIN_HANDLER,
+             "sasl.oauthbearer.token.endpoint.url": (tmp_path / "token").as_uri()}
+    assert oauthbearer.login_for(given, "INTERNAL", {}).token() == "header.claims.signature"
+    with pytest.raises(ValueError, match="token.endpoint.url"):
+        oauthbearer.login_for({"sasl.login.callback.handler.class": oauthbearer.LOGIN_HANDLER}, "INTERNAL", {})

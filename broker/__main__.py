@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import resource
 import signal
 import sys
 
@@ -34,20 +33,6 @@ def _internal_default(name: str, value) -> bool:
     return key is not None and key.internal and value == key.default
 
 
-def raise_open_file_limit() -> tuple[int, int]:
-    """Raise the soft limit on open files to the hard one, as the JVM does for Kafka
-    (``-XX:+MaxFDLimit``): a broker holds a file per log segment and a socket per client, far
-    more than the usual soft limit of 1024. Returns (before, after)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError):
-            return soft, soft
-        return soft, hard
-    return soft, soft
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -61,9 +46,6 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("unknown_config", detail=warning)
     if config.ignored:
         log.info("config_accepted_but_not_implemented", keys=config.ignored)
-    before, after = raise_open_file_limit()
-    if before != after:
-        log.info("open_file_limit_raised", soft_before=before, soft=after)
     log.info("effective_config", **{k.replace(".", "_"): v for k, v in sorted(config.values.items())
                                     if v is not None and not _internal_default(k, v)})
     try:

@@ -117,7 +117,7 @@ bench-eos: tools
 bench-tls: tools
 	$(PY) bench/tls_bench.py --target both $(ARGS)
 
-# Three nodes at 60, 1000 and 3000 partitions (RF 3), ours then Kafka: idle CPU, RSS, acks=all
+# Three nodes at 60, 1000, 3000 and 10000 partitions (RF 3), ours then Kafka: idle CPU, RSS, acks=all
 # latency at 200 records/s, ISR fill, restart; a table, JSON and a PNG in bench/results/.
 bench-scaling: tools
 	$(PY) bench/scaling_bench.py --target both $(ARGS)

@@ -1,6 +1,6 @@
 """How the cluster's cost grows with its partition count, ours vs. Apache Kafka 4.3.1, three nodes each.
 
-    python bench/scaling_bench.py                         # 60, 1000, 3000 partitions, both targets
+    python bench/scaling_bench.py                         # 60, 1000, 3000, 10000 partitions, both targets
     python bench/scaling_bench.py --sizes 60,1000,3000,10000 --target ours
     python bench/scaling_bench.py --quick                 # 60 and 300, short phases (a smoke run)
 
@@ -252,7 +252,7 @@ def plot(results: dict, path: Path) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--target", choices=["ours", "kafka", "both"], default="both")
-    ap.add_argument("--sizes", default="60,1000,3000")
+    ap.add_argument("--sizes", default="60,1000,3000,10000")
     ap.add_argument("--per-topic", type=int, default=10, help="partitions per topic")
     ap.add_argument("--quick", action="store_true", help="sizes 60 and 300, 5 s phases")
     ap.add_argument("--idle-seconds", type=float, default=20.0)
@@ -260,7 +260,8 @@ def main(argv=None) -> int:
     ap.add_argument("--settle-seconds", type=float, default=10.0)
     ap.add_argument("--create-timeout", type=float, default=900.0)
     ap.add_argument("--restart-timeout", type=float, default=600.0)
-    ap.add_argument("--kafka-heap", default=cb.kraft_cluster.DEFAULT_CLUSTER_HEAP)
+    # 10000 partitions need more than the cluster default's 512 MB per node.
+    ap.add_argument("--kafka-heap", default="-Xmx1G -Xms1G")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the clusters' temp dirs (logs, data)")
     args = ap.parse_args(argv)

@@ -147,6 +147,8 @@ class Broker:
         self.log_manager.mark_unclean()
         log.info("log_recovery_finished", partitions=len(self.replica_manager.partitions),
                  seconds=round(time.monotonic() - started, 3))
+        if self.clustered:  # ready to lead: registered until now, but fenced (as KRaft's)
+            await self.metadata.unfence()
         await self.producer_ids.start()
         from coordinator.group.coordinator import GroupCoordinator
 

@@ -407,8 +407,14 @@ class ReplicaManager:
                           log_start_offset: int = -1) -> None:
         proposed = part.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000),
                                                     log_start_offset)
-        if proposed is not None:
+        if proposed is not None and self._isr_eligible(replica_id):
             self._propose_isr(part, proposed, "caught_up")
+
+    def _isr_eligible(self, replica_id: int) -> bool:
+        """KIP-841: a fenced broker (still starting, or its session lapsed) and one in controlled
+        shutdown do not join an ISR, however caught up, as Kafka's isReplicaIsrEligible."""
+        broker = self.metadata.brokers.get(replica_id)
+        return broker is not None and not broker.controlled_shutdown
 
     def shrink_isr_pass(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms (leader side)."""

@@ -7,7 +7,10 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
                                     incarnation): persists across crashes and restarts; only
                                     UnregisterBroker deletes it
     alive/<node.id>                 the broker's session: its incarnation id, attached to its
-                                    lease. Registered without it = fenced (KRaft's term)
+                                    lease; "<incarnation> fenced" while the broker starts (its
+                                    logs not yet open, its previous life not yet fenced), as a
+                                    KRaft broker stays fenced until it has caught up.
+                                    Registered without it, or with it fenced = fenced
     controller                      the elected controller's node id, attached to a lease of
                                     its own (``controller.quorum.fetch.timeout.ms``, 2 s by
                                     default, kept alive every quarter of it), so a dead
@@ -60,6 +63,8 @@ from .etcd_client import EtcdClient, EtcdSecurity
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 from .store import PRODUCER_ID_BLOCK_SIZE, new_cluster_id
 
+FENCED_SESSION = " fenced"  # the suffix of a starting broker's session value
+
 log = structlog.get_logger("controller.etcd")
 
 MAX_TXN_OPS = 120
@@ -99,7 +104,8 @@ class EtcdMetadataStore(MetadataCache):
         self.registration: BrokerRegistration | None = None
         self.revision = 0
         self.controller_epoch = 0
-        self._alive: dict[int, str] = {}  # node id -> incarnation id of each live session
+        self._alive: dict[int, str] = {}  # node id -> its session's value ("<incarnation>[ fenced]")
+        self.fenced = True  # this broker's own state: unfenced once ready to lead (unfence())
         self._topic_raw: dict[str, dict] = {}
         self._parts: dict[tuple[str, int], PartitionState] = {}
         self._applied = asyncio.Event()
@@ -205,7 +211,7 @@ class EtcdMetadataStore(MetadataCache):
             t = self.client.transactions
             ok, _ = await self.client.transaction(
                 compare=[t.version(key) == 0],
-                success=[t.put(key, registration.incarnation_id.encode(), lease=self.lease.id),
+                success=[t.put(key, self._alive_value(), lease=self.lease.id),
                          t.put(self.key("brokers", registration.node_id), _dumps(_registration_json(registration)))],
                 failure=[])
             if ok:
@@ -221,6 +227,16 @@ class EtcdMetadataStore(MetadataCache):
             log.info("waiting_for_previous_registration", node_id=registration.node_id,
                      holder=holder.value.decode() if holder else None)
             await asyncio.sleep(0.5)
+
+    def _alive_value(self) -> bytes:
+        return (self.registration.incarnation_id + (FENCED_SESSION if self.fenced else "")).encode()
+
+    async def unfence(self) -> None:
+        """The broker is ready to lead (its logs open, its previous life fenced): its session
+        says so, and the controller may elect it from now on."""
+        self.fenced = False
+        await self.client.put(self.key("alive", self.registration.node_id), self._alive_value(), lease=self.lease.id)
+        log.info("broker_unfenced", node_id=self.node_id, incarnation_id=self.registration.incarnation_id)
 
     async def update_registration(self, **changes) -> None:
         for k, v in changes.items():
@@ -448,8 +464,10 @@ class EtcdMetadataStore(MetadataCache):
         return None
 
     def _refresh_unfenced(self) -> None:
-        """``brokers``: the registered brokers with a live session."""
-        self.brokers = {n: b for n, b in self.registered.items() if n in self._alive}
+        """``brokers``: the registered brokers with a live, unfenced session."""
+        alive = self._alive
+        self.brokers = {n: b for n, b in self.registered.items()
+                        if n in alive and not alive[n].endswith(FENCED_SESSION)}
 
     async def _reregister(self) -> None:
         log.warning("broker_registration_removed_while_alive", node_id=self.node_id, action="registering again")

@@ -153,3 +153,23 @@ def test_etcd_users_and_passwords(tmp_path):
         anonymous = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port, timeout=5)
         asyncio.run(_store_works_and_others_are_refused(
             cluster.etcd_port, "/auth-test", EtcdSecurity(username="root", password="root-secret"), anonymous))
+
+
+def test_a_starting_broker_is_registered_but_fenced_until_it_unfences(etcd):
+    """As KRaft's: the registration is visible at once, the broker counts as unfenced (may lead)
+    only once it says it is ready."""
+    async def scenario():
+        stores = [EtcdMetadataStore(n, etcd, prefix="/fence-test", session_timeout_ms=3000) for n in (1, 2)]
+        await stores[0].start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
+        await stores[1].start(BrokerRegistration(2, "127.0.0.1", 2, None, "b"))
+        try:
+            await _wait(lambda: set(stores[1].registered) == {1, 2})
+            assert 1 not in stores[1].brokers and 2 not in stores[0].brokers
+            await stores[0].unfence()
+            await _wait(lambda: 1 in stores[1].brokers and 1 in stores[0].brokers)
+            assert 2 not in stores[1].brokers  # the other one still starts
+        finally:
+            for store in stores:
+                await store.stop()
+
+    asyncio.run(scenario())

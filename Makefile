@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-scaling compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -116,6 +116,11 @@ bench-eos: tools
 # Apache Kafka.
 bench-tls: tools
 	$(PY) bench/tls_bench.py --target both $(ARGS)
+
+# One broker with 2000 idle connections, then 500 transactional producers, ours then Kafka:
+# memory per connection and per producer id.
+bench-clients: tools
+	$(PY) bench/clients_bench.py --target both $(ARGS)
 
 # Three nodes at 60, 1000, 3000 and 10000 partitions (RF 3), ours then Kafka: idle CPU, RSS, acks=all
 # latency at 200 records/s, ISR fill, restart; a table, JSON and a PNG in bench/results/.

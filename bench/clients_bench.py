@@ -8,8 +8,8 @@ Phases, on a fresh single broker of each target:
 
 - connections: ``--connections`` sockets, each with one ApiVersions answered, then left idle;
   reported: memory per connection and the broker's CPU while they idle (``--idle-seconds``).
-  Then they are closed.
-- producers: ``--producers`` transactional ids, each InitProducerId, AddPartitionsToTxn and one
+- producers (on a broker started afresh, so that memory the first phase freed does not hide
+  what this one takes): ``--producers`` transactional ids, each InitProducerId, AddPartitionsToTxn and one
   transactional record (an open transaction), over ``--producer-connections`` connections;
   reported: memory per producer with its transaction open, then again after every one is
   committed (the transactional id and producer state that stay).
@@ -84,6 +84,26 @@ def _transactional_batch(producer_id: int, epoch: int) -> bytes:
                                 producer_epoch=epoch, base_sequence=0, transactional=True))
 
 
+RETRIABLE = {14, 15, 16, 51}  # COORDINATOR_LOAD_IN_PROGRESS / _NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT_TRANSACTIONS
+
+
+def _init_producer_id(c: RawClient, tid: str, timeout: float = 60.0) -> tuple[int, int]:
+    """FindCoordinator (the first one creates the transaction state topic), then InitProducerId."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = c.call(10, 4, {"key_type": 1, "coordinator_keys": [tid]}).coordinators[0]
+        r = None
+        if found.error_code == 0:
+            r = c.call(22, 4, {"transactional_id": tid, "transaction_timeout": 600_000,
+                               "producer_id": -1, "producer_epoch": -1})
+            if r.error_code == 0:
+                return r.producer_id, r.producer_epoch
+        code = found.error_code or r.error_code
+        if code not in RETRIABLE or time.monotonic() > deadline:
+            raise RuntimeError(f"no producer id for {tid}: error {int(code)}")
+        time.sleep(0.2)
+
+
 def producers_phase(t: pb.Target, n: int, n_conns: int, partitions: int) -> dict:
     topic = f"clients-{uuid.uuid4().hex[:8]}"
     pb.create_topic(t.bootstrap, topic, partitions)
@@ -95,10 +115,7 @@ def producers_phase(t: pb.Target, n: int, n_conns: int, partitions: int) -> dict
         for i in range(n):
             c = conns[i % n_conns]
             tid = f"bench-{uuid.uuid4().hex[:12]}"
-            r = c.call(22, 4, {"transactional_id": tid, "transaction_timeout": 600_000,
-                               "producer_id": -1, "producer_epoch": -1})
-            assert r.error_code == 0, r
-            pid, epoch = r.producer_id, r.producer_epoch
+            pid, epoch = _init_producer_id(c, tid)
             r = c.call(24, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
                                "v3_and_below_producer_epoch": epoch,
                                "v3_and_below_topics": [{"name": topic, "partitions": [i % partitions]}]})
@@ -128,16 +145,18 @@ def producers_phase(t: pb.Target, n: int, n_conns: int, partitions: int) -> dict
 
 
 def bench(t: pb.Target, args) -> dict:
-    t.start()
-    try:
-        time.sleep(3)
-        out = {"target": t.name, "version": t.version}
-        out["connections"] = connections_phase(t, args.connections, args.idle_seconds)
-        time.sleep(2)
-        out["producers"] = producers_phase(t, args.producers, args.producer_connections, args.partitions)
-        return out
-    finally:
-        t.stop()
+    """Each phase on a freshly started broker: memory one phase freed would hide the next's."""
+    out = {"target": t.name, "version": t.version}
+    for phase, run in (("connections", lambda: connections_phase(t, args.connections, args.idle_seconds)),
+                       ("producers", lambda: producers_phase(t, args.producers, args.producer_connections,
+                                                             args.partitions))):
+        t.start()
+        try:
+            time.sleep(3)
+            out[phase] = run()
+        finally:
+            t.stop()
+    return out
 
 
 ROWS = [

@@ -197,19 +197,7 @@ def main(argv=None) -> int:
         args.connections, args.producers, args.idle_seconds = 200, 50, 3.0
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # the client side needs a descriptor each
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    targets = []
-    if args.target in ("ours", "both"):
-        targets.append(pb.OursTarget(sys.executable, [], 120, False))
-    if args.target in ("kafka", "both"):
-        targets.append(pb.KafkaTarget("-Xmx1G -Xms1G", 120, False))
-    results, failed = {}, False
-    for t in targets:
-        try:
-            results[t.name] = bench(t, args)
-        except Exception as exc:  # report and carry on with the other target
-            pb.log(f"{t.name}: FAILED: {exc!r}")
-            results[t.name] = {"target": t.name, "error": repr(exc)}
-            failed = True
+    results, failed = pb.bench_targets(args.target, bench, args)
     print(render(results))
     path = Path(args.json) if args.json else pb.REPO / "bench/results" / f"clients_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -243,6 +243,26 @@ class ExternalTarget(Target):
         wait_ready(self.bootstrap, None, 30, f"broker at {self.bootstrap}")
 
 
+def bench_targets(which: str, bench, args, kafka_heap: str = "-Xmx1G -Xms1G") -> tuple[dict, bool]:
+    """``bench(target, args)`` on ours and/or Kafka (``which``: ours, kafka or both), fresh
+    brokers each; a target that fails is reported and the other still runs. Returns
+    ({target name: result}, whether one failed)."""
+    targets: list[Target] = []
+    if which in ("ours", "both"):
+        targets.append(OursTarget(sys.executable, [], 120, False))
+    if which in ("kafka", "both"):
+        targets.append(KafkaTarget(kafka_heap, 120, False))
+    results, failed = {}, False
+    for t in targets:
+        try:
+            results[t.name] = bench(t, args)
+        except Exception as exc:  # report and carry on with the other target
+            log(f"{t.name}: FAILED: {exc!r}")
+            results[t.name] = {"target": t.name, "error": repr(exc)}
+            failed = True
+    return results, failed
+
+
 def _git_rev() -> str:
     with contextlib.suppress(Exception):
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,

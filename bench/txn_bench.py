@@ -152,19 +152,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.runs, args.txns, args.mb = 1, 50, 16
     args.phases = set(args.phases.split(","))
-    targets = []
-    if args.target in ("ours", "both"):
-        targets.append(pb.OursTarget(sys.executable, [], 120, False))
-    if args.target in ("kafka", "both"):
-        targets.append(pb.KafkaTarget("-Xmx1G -Xms1G", 120, False))
-    results, failed = {}, False
-    for t in targets:
-        try:
-            results[t.name] = bench(t, args)
-        except Exception as exc:  # report and carry on with the other target
-            pb.log(f"{t.name}: FAILED: {exc}")
-            results[t.name] = {"target": t.name, "error": str(exc)}
-            failed = True
+    results, failed = pb.bench_targets(args.target, bench, args)
     print(render(results))
     path = Path(args.json) if args.json else pb.REPO / "bench/results" / f"txn_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

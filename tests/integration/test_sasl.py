@@ -181,6 +181,18 @@ def _read_committed(bootstrap: str, topic: str, expected: int, timeout: float) -
     return got
 
 
+def _commit_three(bootstrap: str, topic: str, prefix: bytes) -> None:
+    """Three records in one committed transaction on a new topic; the commit returns once it
+    is durable as PrepareCommit, and the markers (inter-broker requests) follow."""
+    create_topic(bootstrap, topic)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}"})
+    p.init_transactions(20)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=prefix + b"%d" % i)
+    p.commit_transaction(20)
+
+
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
 def test_the_broker_logs_in_to_a_sasl_inter_broker_listener(tmp_path, ca, topic_name, mechanism):
     """Transaction markers go to the leader through the inter-broker listener, this broker's
@@ -207,13 +219,7 @@ def test_the_broker_logs_in_to_a_sasl_inter_broker_listener(tmp_path, ca, topic_
     })
     b.start()
     try:
-        create_topic(b.bootstrap, topic_name)
-        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic_name}"})
-        p.init_transactions(20)
-        p.begin_transaction()
-        for i in range(3):
-            p.produce(topic_name, value=b"t%d" % i)
-        p.commit_transaction(20)  # durable as PrepareCommit; the markers follow
+        _commit_three(b.bootstrap, topic_name, b"t")  # durable as PrepareCommit; the markers follow
         if mechanism.startswith("SCRAM"):
             assert _read_committed(b.bootstrap, topic_name, 3, timeout=3) == []  # no credential yet
             admin = AdminClient({"bootstrap.servers": b.bootstrap})
@@ -271,13 +277,7 @@ def test_the_broker_logs_in_to_an_oauthbearer_inter_broker_listener(tmp_path, to
             "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri()})
     b.start()
     try:
-        create_topic(b.bootstrap, topic_name)
-        p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic_name}"})
-        p.init_transactions(20)
-        p.begin_transaction()
-        for i in range(3):
-            p.produce(topic_name, value=b"o%d" % i)
-        p.commit_transaction(20)
+        _commit_three(b.bootstrap, topic_name, b"o")
         assert sorted(_read_committed(b.bootstrap, topic_name, 3, timeout=30)) == [b"o0", b"o1", b"o2"]
         assert "User:kbroker-node" in b.output()  # the principal the broker logged in as
     finally:

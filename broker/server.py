@@ -279,9 +279,9 @@ class KafkaConnection(asyncio.Protocol):
     def _request_time(self, api_key: int, header, body) -> RequestTime | None:
         """A timer for the request when a ``request_percentage`` quota applies to its caller
         and it is not exempt (broker.quotas); None otherwise, which costs nothing."""
-        if api_key in REQUEST_QUOTA_EXEMPT or _exempt_body(api_key, body):
-            return None
         quotas = self.broker.quotas[REQUEST]
+        if not quotas.quotas() or api_key in REQUEST_QUOTA_EXEMPT or _exempt_body(api_key, body):
+            return None
         if quotas.quota_for(user_name(self.principal), header.client_id or "") is None:
             return None
         return RequestTime()

@@ -48,8 +48,15 @@ from .config_admin import load_dynamic_broker_configs
 from .connection_quotas import ConnectionQuotas
 from .fetch_session import FetchSessionCache
 from .metrics import Metrics, serve_metrics
-from .quotas import (FETCH, MUTATION, PRODUCE, REQUEST, ClientQuotaManager, ControllerMutationQuotaManager,
-                     request_quota_manager)
+from .quotas import (
+    FETCH,
+    MUTATION,
+    PRODUCE,
+    REQUEST,
+    ClientQuotaManager,
+    ControllerMutationQuotaManager,
+    request_quota_manager,
+)
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
 from .server import KafkaConnection, TlsListener
@@ -183,7 +190,7 @@ class Broker:
         self.tasks.append(loop.create_task(self._periodic(self._checkpoint_pass,
                                                           self.config["log.flush.offset.checkpoint.interval.ms"])))
         self.tasks.append(loop.create_task(self._periodic(self._flush_pass, 1000)))
-        self.tasks.append(loop.create_task(self._periodic(self._gauge_pass, 5000)))
+        self._watch_gauges()
         self.store_watchers = {name: self.config.ssl_store_watcher(name) for name in self.servers
                                if self.config.security_protocol(name) in ("SSL", "SASL_SSL")}
         if self.store_watchers:
@@ -432,14 +439,13 @@ class Broker:
         this loop, and only if the log still has the segments that were cleaned."""
         await self.cleaner.clean_pass(self.log_manager.logs)
 
-    async def _gauge_pass(self) -> None:
-        led = self.replica_manager.led_partitions()
-        self.metrics.leader_count.set(len(led))
-        self.metrics.under_replicated.set(sum(1 for p in led if len(p.isr) < len(p.replicas)))
-        self.metrics.active_controller.set(1 if self.controller is None or self.controller.is_active else 0)
-        for (topic, p), part in self.replica_manager.partitions.items():
-            self.metrics.log_end_offset.labels(topic, str(p)).set(part.log.log_end_offset)
-            self.metrics.log_start_offset.labels(topic, str(p)).set(part.log.log_start_offset)
+    def _watch_gauges(self) -> None:
+        """The replica manager's and controller's gauges, computed when scraped."""
+        rm, m = self.replica_manager, self.metrics
+        m.leader_count.set_function(lambda: len(rm.led_partitions()))
+        m.under_replicated.set_function(lambda: sum(1 for p in rm.led_partitions() if len(p.isr) < len(p.replicas)))
+        m.active_controller.set_function(lambda: 1 if self.controller is None or self.controller.is_active else 0)
+        m.watch_partitions(lambda: rm.partitions)
 
     async def stop(self) -> None:
         """Controlled shutdown, then every component in turn, each given at most

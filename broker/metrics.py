@@ -7,9 +7,13 @@ Kafka's ``kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 log = structlog.get_logger("broker.metrics")
 
@@ -31,10 +35,6 @@ class Metrics:
                                  ["topic"], registry=r)
         self.messages_in = Counter("kafka_server_brokertopicmetrics_messagesin",
                                    "Records appended", ["topic"], registry=r)
-        self.log_end_offset = Gauge("kafka_log_log_logendoffset", "Log end offset",
-                                    ["topic", "partition"], registry=r)
-        self.log_start_offset = Gauge("kafka_log_log_logstartoffset", "Log start offset",
-                                      ["topic", "partition"], registry=r)
         self.connections = Gauge("kafka_server_socketservermetrics_connection_count",
                                  "Open client connections", registry=r)
         self.connections_rejected = Counter("kbroker_connections_rejected",
@@ -83,8 +83,32 @@ class Metrics:
         self.fetch_session_evictions = Gauge("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
                                              "Fetch sessions evicted to make room, since start", registry=r)
 
+    def watch_partitions(self, partitions: Callable[[], Mapping[tuple[str, int], Any]]) -> None:
+        """Per-partition log offsets, read from ``partitions`` ({(topic, index): Partition}) when
+        scraped, as Kafka's ``kafka.log:type=Log`` gauges are read: no work between scrapes,
+        and a partition that is gone is gone from the answer."""
+        self.registry.register(_PartitionGauges(partitions))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _PartitionGauges(Collector):
+    def __init__(self, partitions: Callable[[], Mapping[tuple[str, int], Any]]) -> None:
+        self.partitions = partitions
+
+    def describe(self):
+        return []  # computed at collection; nothing to check at registration
+
+    def collect(self):
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset", labels=["topic", "partition"])
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset", labels=["topic", "partition"])
+        for (topic, index), part in list(self.partitions().items()):
+            labels = [topic, str(index)]
+            end.add_metric(labels, part.log.log_end_offset)
+            start.add_metric(labels, part.log.log_start_offset)
+        yield end
+        yield start
 
 
 async def serve_metrics(metrics: Metrics, host: str, port: int) -> asyncio.AbstractServer:

@@ -1,0 +1,97 @@
+"""A producer over its ``producer_byte_rate`` gets its quota and no more, and a producer without one
+keeps its rate beside it: our broker and Apache Kafka 4.3.1 (``slow``) by the same script.
+
+Two confluent-kafka producers on one broker: ``limited`` (quota 1 MB/s for its client id) sends
+as fast as it can; ``free`` (no quota) offers 3 MB/s, paced. Counted: the bytes each had
+acknowledged in the ``SECONDS`` after a warm-up of one quota window (``WARMUP``: a fresh client
+may send ten seconds' worth at once, on both brokers alike, which over 30 s alone makes 1.3x the
+quota), and the throttle times the limited one was told (librdkafka's ``throttle_cb``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.support.parity import TARGETS, single_broker
+from tests.support.raw import RawClient
+
+SECONDS = 30.0
+WARMUP = 11.0  # quota.window.num x quota.window.size.seconds
+QUOTA = 1024 * 1024  # bytes per second
+FREE_RATE = 3 * 1024 * 1024
+VALUE = b"q" * 10_000
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def bootstrap(request, tmp_path_factory):
+    yield from single_broker(request.param, tmp_path_factory)
+
+
+def _set_quota(bootstrap: str, client_id: str) -> None:
+    with RawClient(bootstrap) as c:
+        resp = c.call(49, 1, {"validate_only": False, "entries": [
+            {"entity": [{"entity_type": "client-id", "entity_name": client_id}],
+             "ops": [{"key": "producer_byte_rate", "value": float(QUOTA), "remove": False}]}]})
+    assert [e.error_code for e in resp.entries] == [0], resp
+
+
+class Sender(threading.Thread):
+    def __init__(self, bootstrap: str, topic: str, client_id: str, rate: float | None, deadline: float) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer
+
+        self.throttles: list[int] = []
+        self.producer = Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "acks": 1,
+                                  "linger.ms": 5, "compression.type": "none",
+                                  "throttle_cb": lambda event: self.throttles.append(event.throttle_time)})
+        self.topic, self.rate, self.deadline = topic, rate, deadline
+        self.counted_from = deadline - SECONDS
+        self.acked = 0
+        self.errors: list = []
+
+    def _delivered(self, err, msg) -> None:
+        if err is not None:
+            self.errors.append(err)
+        elif self.counted_from <= time.monotonic() <= self.deadline:
+            self.acked += len(msg.value())
+
+    def run(self) -> None:
+        started, sent = time.monotonic(), 0
+        while time.monotonic() < self.deadline:
+            if self.rate is not None and sent > (time.monotonic() - started) * self.rate:
+                self.producer.poll(0.01)
+                continue
+            try:
+                self.producer.produce(self.topic, VALUE, callback=self._delivered)
+                sent += len(VALUE)
+            except BufferError:
+                self.producer.poll(0.05)
+            self.producer.poll(0)
+        self.producer.flush(30)
+
+
+def test_a_limited_producer_gets_its_quota_and_an_unlimited_one_keeps_its_rate(bootstrap):
+    from tests.support.clients import create_topic
+
+    topic = f"quota-rate-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 2)
+    limited_id = f"limited-{uuid.uuid4().hex[:6]}"
+    _set_quota(bootstrap, limited_id)
+    time.sleep(2)  # Kafka applies a new quota asynchronously
+    deadline = time.monotonic() + WARMUP + SECONDS
+    limited = Sender(bootstrap, topic, limited_id, None, deadline)
+    free = Sender(bootstrap, topic, f"free-{uuid.uuid4().hex[:6]}", FREE_RATE, deadline)
+    for s in (limited, free):
+        s.start()
+    for s in (limited, free):
+        s.join(WARMUP + SECONDS + 60)
+    assert not limited.errors and not free.errors, (limited.errors[:3], free.errors[:3])
+    limited_rate, free_rate = limited.acked / SECONDS, free.acked / SECONDS
+    assert 0.8 * QUOTA <= limited_rate <= 1.2 * QUOTA, f"limited producer: {limited_rate / QUOTA:.2f} x its quota"
+    assert any(t > 0 for t in limited.throttles), "the limited producer was never told to back off"
+    assert free_rate >= 0.9 * FREE_RATE, f"unlimited producer: {free_rate / FREE_RATE:.2f} x what it offered"
+    assert not any(t > 0 for t in free.throttles)

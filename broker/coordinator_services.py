@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from coordinator.controller.etcd_store import ETCD_ERRORS
 from coordinator.group.group_config import config_value
 from protocol.errors import ErrorCode, KafkaError
 
@@ -128,6 +129,15 @@ class BrokerShareServices:
     def group_config(self, group_id: str) -> dict[str, str]:
         """The GROUP config overrides set with IncrementalAlterConfigs (none until main has them)."""
         return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {})
+
+    async def catch_up_group_config(self, group_id: str) -> None:
+        catch_up = getattr(self.broker.metadata, "catch_up_group_config", None)
+        if catch_up is None:  # the embedded store: its image is the store
+            return
+        try:
+            await catch_up(group_id)
+        except (KafkaError, *ETCD_ERRORS, TimeoutError) as exc:  # the image as it is, then
+            log.info("group_config_catch_up_failed", group=group_id, error=repr(exc)[:200])
 
     def leader_log(self, topic: str, partition: int) -> Log:
         return self.broker.replica_manager.leader_partition(topic, partition).log

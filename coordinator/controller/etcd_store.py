@@ -502,6 +502,13 @@ class EtcdMetadataStore(MetadataCache):
         """The etcd revision the image has applied (DescribeQuorum's high watermark)."""
         return self.revision
 
+    async def catch_up_group_config(self, group_id: str, timeout: float = 5.0) -> None:
+        """Until the image has the group's config as etcd has it now (a linearizable read of
+        its one key): read-your-writes for a GROUP config altered through another broker."""
+        got = await asyncio.wait_for(self.client.get(self.key("group_configs", group_id)), timeout)
+        if got is not None:
+            await self.wait_applied(got.mod_revision, timeout)
+
     async def wait_applied(self, revision: int, timeout: float = 10.0) -> None:
         """Until the image includes ``revision`` (read-your-writes for admin requests)."""
         deadline = time.monotonic() + timeout

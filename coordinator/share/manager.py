@@ -83,6 +83,10 @@ class ShareServices(Protocol):
 
     def group_config(self, group_id: str) -> dict[str, str]: ...
 
+    async def catch_up_group_config(self, group_id: str) -> None:
+        """Until this broker has the group's config as the cluster has it now (an
+        IncrementalAlterConfigs answered just before, maybe by another broker, applies)."""
+
     def leader_log(self, topic: str, partition: int) -> ShareLog:
         """The led partition's log, or KafkaError (NOT_LEADER_OR_FOLLOWER, ...)."""
 
@@ -244,8 +248,10 @@ class SharePartitionManager:
         self.loading[key] = fut
         try:
             state = await self.persister.read_state(group_id, topic_id, partition)
-            config = self.share_config(group_id)
             fresh = state is None or state.start_offset < 0
+            if fresh:  # where it starts follows share.auto.offset.reset as last altered
+                await self.s.catch_up_group_config(group_id)
+            config = self.share_config(group_id)
             if fresh:
                 start = reset_offset(plog, config.auto_offset_reset, self.s.now_ms(), config.read_committed)
                 state = PersistedState(start, 0, leader_epoch)

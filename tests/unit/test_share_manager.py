@@ -43,6 +43,9 @@ class Services:
     def group_config(self, group_id):
         return {"share.auto.offset.reset": "earliest"}
 
+    async def catch_up_group_config(self, group_id):
+        pass
+
     def wake(self, topic, partition):
         pass
 

@@ -33,8 +33,12 @@ refused per topic with THROTTLING_QUOTA_EXCEEDED and the time until the bucket i
 understand the error); a request that finds credit is done even if it takes the bucket below
 zero. Older versions are never refused, only throttled afterwards (Kafka's permissive quota).
 
-Differs from Kafka: no ``connection_creation_rate`` per-IP quota yet; the rate is kept per broker (as in Kafka: quotas are per broker) and not exposed as Kafka's
-per-entity ``Produce``/``Fetch`` quota metrics, only as ``kafka_server_quota_throttle_time``.
+Connection-creation rates (``connection_creation_rate``, ``max.connection.creation.rate``) are
+counted by ``broker/connection_quotas.py`` with the same :class:`Sensor` and :func:`throttle_s`.
+
+Differs from Kafka: the rates are kept per broker (as in Kafka: quotas are per broker) but not
+exposed as Kafka's per-entity ``Produce``/``Fetch``/``Request`` quota metrics, only as
+``kafka_server_quota_throttle_time`` by kind.
 """
 
 from __future__ import annotations

@@ -131,11 +131,8 @@ class BrokerShareServices:
         return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {})
 
     async def catch_up_group_config(self, group_id: str) -> None:
-        catch_up = getattr(self.broker.metadata, "catch_up_group_config", None)
-        if catch_up is None:  # the embedded store: its image is the store
-            return
         try:
-            await catch_up(group_id)
+            await self.broker.metadata.catch_up_group_config(group_id)
         except (KafkaError, *ETCD_ERRORS, TimeoutError) as exc:  # the image as it is, then
             log.info("group_config_catch_up_failed", group=group_id, error=repr(exc)[:200])
 

@@ -48,6 +48,9 @@ class MetadataStore(MetadataCache):
         self.next_producer_id_block = 0
         self._load()
 
+    async def catch_up_group_config(self, group_id: str) -> None:
+        """Nothing to catch up with: this store's image is the store."""
+
     def register_self(self, registration: BrokerRegistration) -> None:
         self.registered = self.brokers = {registration.node_id: registration}
 

@@ -424,7 +424,7 @@ class Broker:
                 log.warning("ssl_store_reload_failed", listener=listener, error=str(exc))
 
     async def _retention_pass(self) -> None:
-        deleted = self.log_manager.apply_retention()
+        deleted = self.replica_manager.apply_retention()
         if deleted:
             log.info("retention_deleted_segments", segments=deleted)
 

@@ -10,14 +10,16 @@ request's (session id, session epoch):
   the answer (0 when the cache has no room) and its next epoch is 1.
 - (id, 0): closes session ``id``, then as (0, 0); (id, -1): closes it, then sessionless.
 - (id, n > 0): incremental. The request's partitions are added to or updated in the session and
-  ``forgotten_topics_data`` removed; then every partition of the session is read at its cached
-  position and only those are answered that have records, a high watermark or log start
-  offset other than the one last told, an error (which makes the next answer repeat the
-  partition) or a diverging epoch. Partitions that returned records move to the end of the
-  session's order, so the next read starts with the others. A session left empty is closed
-  and the fetch answered sessionless. Unknown id: FETCH_SESSION_ID_NOT_FOUND; an epoch other
-  than the session's: INVALID_FETCH_SESSION_EPOCH; a session made with topic ids (v13+) used
-  without them, or the reverse: FETCH_SESSION_TOPIC_ID_ERROR.
+  ``forgotten_topics_data`` removed; then the session's partitions that may have something to
+  tell are read at their cached positions (see :class:`FetchSession`: those added, updated, or
+  changed since they were last read to their end), and only those are answered that have
+  records, a high watermark or log start offset other than the one last told, an error (which
+  makes the next answer repeat the partition) or a diverging epoch. Partitions that returned
+  records move to the end of the session's order, so the next read starts with the others. A
+  session left empty is closed and the fetch answered sessionless. Unknown id:
+  FETCH_SESSION_ID_NOT_FOUND; an epoch other than the session's: INVALID_FETCH_SESSION_EPOCH; a
+  session made with topic ids (v13+) used without them, or the reverse:
+  FETCH_SESSION_TOPIC_ID_ERROR.
 - The cache holds ``max.incremental.fetch.session.cache.slots`` sessions in Kafka's eight shards
   (``slots // 8`` each; new sessions go to the shards in turn, a session id names its shard).
   A new session in a full shard takes the slot of a session unused for ``EVICTION_S``, else of
@@ -34,10 +36,14 @@ error or a failed round trip starts over with a full fetch.
 
 A partition's last stable offset is not tracked, as Kafka does not track it either: a
 read_committed consumer learns a new LSO with the next change of high watermark or records.
+
+Differs from Kafka: Kafka reads every partition of a session on every fetch; here a fetch reads
+only what changed, and one with nothing to read waits on the session as a whole.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 import uuid
@@ -75,10 +81,9 @@ class CachedPartition:
     high_watermark: int = UNSUPPORTED_HIGH_WATERMARK  # a follower's own (v18), as sent
     told_high_watermark: int = -1
     told_log_start_offset: int = -1
-    seen_version: int = -1  # the partition's version last read to its end (-1: read it)
+    replica: object | None = None  # the hosted partition it was last read unchanged from
 
     def update_request(self, fp) -> None:
-        self.seen_version = -1
         self.fetch_offset = fp.fetch_offset
         self.log_start_offset = getattr(fp, "log_start_offset", -1)
         self.partition_max_bytes = fp.partition_max_bytes
@@ -113,21 +118,109 @@ def session_key(uses_topic_ids: bool, name: str | None, topic_id: uuid.UUID, ind
 
 
 class FetchSession:
+    """A session's partitions in the order they are read, and which of them to read next.
+
+    A partition read to its end with nothing more to tell (no records, the high watermark and
+    log start offset as told, for a follower its ISR membership) is *unchanged*: it leaves
+    ``dirty`` and watches its hosted partition, whose next change (``Partition.changed``) puts
+    it back. A fetch reads only the dirty partitions, so it costs what changed since the last
+    one. For a follower's session, the fetches that leave a partition unread still find the
+    follower caught up on it: ``last_fetch_ms`` counts for it (``Partition.caught_up_ms``),
+    and is kept in the follower's state when the partition changes or the session ends.
+    """
+
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now: float,
                  partitions: dict[tuple, CachedPartition]) -> None:
         self.id = session_id
         self.privileged = privileged  # a follower's session
+        self.replica_id = -1  # the follower's broker id (privileged sessions)
         self.uses_topic_ids = uses_topic_ids
         self.creation = self.last_used = now
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.partitions = partitions  # in the order they are read (dicts keep insertion order)
+        self.dirty: dict[tuple, None] = dict.fromkeys(partitions)  # to read at the next fetch
+        self.last_fetch_ms = 0  # wall clock, as the followers' caught-up times
+        self.waiter: asyncio.Future | None = None  # a fetch of this session waiting for a change
+        self.closed = False
 
     def key(self, name: str | None, topic_id: uuid.UUID, index: int) -> tuple:
         return session_key(self.uses_topic_ids, name, topic_id, index)
 
+    def replica_key(self, part) -> tuple:
+        return self.key(part.topic, part.topic_id, part.index)
+
     def value(self) -> tuple[bool, int]:
         """What evicting this session would cost: followers' first, then the larger."""
         return self.privileged, len(self.partitions)
+
+    # --- what changed --------------------------------------------------------------------------
+
+    def settle(self, key: tuple, cached: CachedPartition, part) -> None:
+        """After an answer: ``cached``, read to its end from ``part``, is unchanged unless its
+        log start offset is not the one told or the follower is not in the ISR yet."""
+        if self.closed or self.partitions.get(key) is not cached:
+            return
+        if part.log.log_start_offset != cached.told_log_start_offset or \
+                (self.replica_id >= 0 and self.replica_id not in part.isr):
+            return
+        self.dirty.pop(key, None)
+        cached.replica = part
+        part.watchers.add(self)
+        if self.replica_id >= 0:
+            state = part.followers.get(self.replica_id)
+            if state is not None:
+                state.session = self
+
+    def partition_changed(self, part) -> None:
+        """``part`` changed (it has dropped this watcher): read it at the next fetch."""
+        key = self.replica_key(part)
+        cached = self.partitions.get(key)
+        if cached is None or cached.replica is not part or key in self.dirty:
+            return
+        self._leave_unchanged(cached)
+        self.dirty[key] = None
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def _leave_unchanged(self, cached: CachedPartition) -> None:
+        """``cached`` stops being unchanged: the follower keeps the caught-up time its
+        fetches earned while it was."""
+        part, cached.replica = cached.replica, None
+        if part is None or self.replica_id < 0:
+            return
+        state = part.followers.get(self.replica_id)
+        if state is not None and state.session is self:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, self.last_fetch_ms)
+            state.last_fetch_ms = max(state.last_fetch_ms, self.last_fetch_ms)
+            state.last_fetch_leader_log_end_offset = state.log_end_offset
+            state.session = None
+
+    def holds_unchanged(self, part) -> bool:
+        cached = self.partitions.get(self.replica_key(part))
+        return not self.closed and cached is not None and cached.replica is part
+
+    def mark_dirty(self, key: tuple) -> None:
+        cached = self.partitions.get(key)
+        if cached is not None and key not in self.dirty:
+            if cached.replica is not None:
+                cached.replica.watchers.discard(self)
+                self._leave_unchanged(cached)
+            self.dirty[key] = None
+
+    def forget(self, key: tuple) -> None:
+        self.mark_dirty(key)
+        self.partitions.pop(key, None)
+        self.dirty.pop(key, None)
+
+    def close(self) -> None:
+        """Removed from the cache: unwatch every partition."""
+        for key in [k for k in self.partitions if k not in self.dirty]:
+            self.mark_dirty(key)
+        self.closed = True
+
+    def new_waiter(self) -> asyncio.Future:
+        self.waiter = asyncio.get_running_loop().create_future()
+        return self.waiter
 
 
 class FetchSessionCacheShard:
@@ -170,6 +263,7 @@ class FetchSessionCacheShard:
 
     def _evict(self, session: FetchSession) -> bool:
         del self.sessions[session.id]
+        session.close()
         self.evictions += 1
         return True
 
@@ -212,7 +306,10 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> FetchSession | None:
         shard = self._shard(session_id)
-        return None if shard is None else shard.sessions.pop(session_id, None)
+        session = None if shard is None else shard.sessions.pop(session_id, None)
+        if session is not None:
+            session.close()
+        return session
 
     def touch(self, session: FetchSession) -> None:
         session.last_used = self.clock()
@@ -230,16 +327,27 @@ Resolve = Callable[[object], tuple[str | None, uuid.UUID]]  # a request topic ->
 Wanted = list[tuple[str | None, uuid.UUID, list]]  # what to read: (name, topic id, partitions)
 
 
+Read = tuple  # a partition read to its end with nothing sent: (name, topic id, request partition, Partition)
+
+
 class FetchContext:
     """Sessionless: read what the request names, answer all of it."""
 
     session_id = INVALID_SESSION_ID
     error = ErrorCode.none
+    tracks_reads = False  # whether respond() wants the partitions read to their end
 
     def __init__(self, wanted: Wanted) -> None:
         self.wanted = wanted
 
-    def respond(self, topics: list) -> list:
+    def to_read(self) -> Wanted:
+        return self.wanted
+
+    def new_waiter(self) -> asyncio.Future | None:
+        """A future set when a partition the fetch does not read changes (None: it reads all)."""
+        return None
+
+    def respond(self, topics: list, ends: list[Read]) -> list:
         return topics
 
     def forget_reads(self) -> None:
@@ -255,43 +363,64 @@ class SessionErrorContext(FetchContext):
 class FullFetchContext(FetchContext):
     """Answer all of it, then keep it as a new session."""
 
-    def __init__(self, wanted: Wanted, cache: FetchSessionCache, privileged: bool, uses_topic_ids: bool) -> None:
-        super().__init__(wanted)
-        self.cache, self.privileged, self.uses_topic_ids = cache, privileged, uses_topic_ids
+    tracks_reads = True
 
-    def respond(self, topics: list) -> list:
+    def __init__(self, wanted: Wanted, cache: FetchSessionCache, replica_id: int, uses_topic_ids: bool) -> None:
+        super().__init__(wanted)
+        self.cache, self.replica_id, self.uses_topic_ids = cache, replica_id, uses_topic_ids
+
+    def respond(self, topics: list, ends: list[Read]) -> list:
         partitions: dict[tuple, CachedPartition] = {}
         for (name, topic_id, fps), (_, _, answers) in zip(self.wanted, topics):
             for fp, answer in zip(fps, answers):
                 cached = _cached(name, topic_id, fp)
                 cached.must_respond(answer)
                 partitions[session_key(self.uses_topic_ids, name, topic_id, fp.partition)] = cached
-        self.session_id = self.cache.maybe_create(self.privileged, self.uses_topic_ids, partitions)
+        self.session_id = self.cache.maybe_create(self.replica_id >= 0, self.uses_topic_ids, partitions)
+        session = self.cache.get(self.session_id)
+        if session is not None:
+            session.replica_id, session.last_fetch_ms = self.replica_id, _now_ms()
+            for name, topic_id, fp, part in ends:
+                key = session.key(name, topic_id, fp.partition)
+                session.settle(key, partitions[key], part)
         return topics
 
 
 class IncrementalFetchContext(FetchContext):
-    """Read the session's partitions (the handler skips those unchanged since read to their
-    end); answer what changed."""
+    """Read the session's partitions that changed since its last fetch; answer those with
+    something to tell."""
+
+    tracks_reads = True
 
     def __init__(self, session: FetchSession, cache: FetchSessionCache) -> None:
-        super().__init__(_grouped(session.partitions.values()))
+        super().__init__([])
         self.session, self.cache = session, cache
         self.session_id, self.epoch = session.id, session.epoch
 
-    def respond(self, topics: list) -> list:
-        if self.cache.get(self.session_id) is not self.session or self.session.epoch != self.epoch:
+    def to_read(self) -> Wanted:
+        s = self.session
+        if len(s.dirty) * 4 >= len(s.partitions):  # many: in the session's order (KIP-227 fairness)
+            self.wanted = _grouped(c for k, c in s.partitions.items() if k in s.dirty)
+        else:  # a few: in the order they changed
+            self.wanted = _grouped(s.partitions[k] for k in s.dirty)
+        return self.wanted
+
+    def new_waiter(self) -> asyncio.Future:
+        return self.session.new_waiter()
+
+    def _current(self) -> bool:
+        return self.cache.get(self.session_id) is self.session and self.session.epoch == self.epoch
+
+    def respond(self, topics: list, ends: list[Read]) -> list:
+        if not self._current():
             # Closed, evicted or used again while this fetch waited: what it told is unknowable
             # to the session now, so answer everything read and change nothing.
-            self.forget_reads()
-            return [(name, topic_id, [a for a in answers if a is not None]) for name, topic_id, answers in topics]
+            return [(name or "", topic_id, answers) for name, topic_id, answers in topics if answers]
         out: list = []
         moved = []
         for (name, topic_id, cached_parts), (_, _, answers) in zip(self.wanted, topics):
             kept = []
             for cached, answer in zip(cached_parts, answers):
-                if answer is None:  # skipped unread: nothing changed since it was last read
-                    continue
                 if cached.must_respond(answer):
                     kept.append(answer)
                     if answer[6]:
@@ -301,15 +430,23 @@ class IncrementalFetchContext(FetchContext):
                     out[-1][2].extend(kept)
                 else:
                     out.append((name or "", topic_id, kept))
-        parts = self.session.partitions
+        s = self.session
+        parts = s.partitions
         for cached in moved:  # read last next time (KIP-227's fairness)
-            key = self.session.key(cached.topic, cached.topic_id, cached.partition)
+            key = s.key(cached.topic, cached.topic_id, cached.partition)
             parts[key] = parts.pop(key)
+        for name, topic_id, cached, part in ends:
+            s.settle(s.key(name, topic_id, cached.partition), cached, part)
         return out
 
     def forget_reads(self) -> None:
-        for cached in self.session.partitions.values():
-            cached.seen_version = -1
+        if self._current():
+            for key in list(self.session.partitions):
+                self.session.mark_dirty(key)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _grouped(partitions: Iterable[CachedPartition]) -> Wanted:
@@ -323,7 +460,7 @@ def _grouped(partitions: Iterable[CachedPartition]) -> Wanted:
     return out
 
 
-def new_context(cache: FetchSessionCache, request, version: int, privileged: bool, resolve: Resolve) -> FetchContext:
+def new_context(cache: FetchSessionCache, request, version: int, replica_id: int, resolve: Resolve) -> FetchContext:
     """Kafka's FetchManager.newContext for one request (see the module docstring)."""
     wanted = [(*resolve(ft), ft.partitions) for ft in request.topics]
     if version < 7:
@@ -335,7 +472,7 @@ def new_context(cache: FetchSessionCache, request, version: int, privileged: boo
             cache.remove(session_id)
         if epoch == FINAL_EPOCH:
             return FetchContext(wanted)
-        return FullFetchContext(wanted, cache, privileged, uses_topic_ids)
+        return FullFetchContext(wanted, cache, replica_id, uses_topic_ids)
     session = cache.get(session_id)
     if session is None:
         return SessionErrorContext(ErrorCode.fetch_session_id_not_found)
@@ -349,6 +486,7 @@ def new_context(cache: FetchSessionCache, request, version: int, privileged: boo
         return FetchContext(wanted)
     cache.touch(session)
     session.epoch = next_epoch(session.epoch)
+    session.last_fetch_ms = _now_ms()
     return IncrementalFetchContext(session, cache)
 
 
@@ -360,12 +498,14 @@ def _update(session: FetchSession, wanted: Wanted, forgotten, resolve: Resolve) 
             cached = parts.get(key)
             if cached is None:
                 parts[key] = _cached(name, topic_id, fp)
+                session.dirty[key] = None
             else:
                 cached.update_request(fp)
+                session.mark_dirty(key)
     for ft in forgotten or ():
         name, topic_id = resolve(ft)
         for index in ft.partitions:
-            parts.pop(session.key(name, topic_id, index), None)
+            session.forget(session.key(name, topic_id, index))
 
 
 # --- the fetching side ---------------------------------------------------------------------------
@@ -384,16 +524,22 @@ class FetchSessionHandler:
         self.sent: dict[tuple, tuple] = {}  # the session's partitions as the leader holds them
         self._full = True
 
-    def build(self, wanted: dict[tuple, object]) -> tuple[int, int, list[tuple], list[tuple]]:
-        """(session id, epoch, keys to send, keys to forget) for the partitions ``wanted`` now."""
-        params = {key: _params(fp) for key, fp in wanted.items()}
-        self._full = self.epoch == INITIAL_EPOCH
+    @property
+    def full(self) -> bool:
+        """Whether the next fetch is a full one (it must name every partition)."""
+        return self.epoch == INITIAL_EPOCH
+
+    def build(self, changed: dict[tuple, object], removed: Iterable[tuple] = ()) -> tuple[int, int, list, list]:
+        """(session id, epoch, keys to send, keys to forget) given the partitions that may
+        have changed since the last fetch (all of them for a full fetch) and those removed."""
+        params = {key: _params(fp) for key, fp in changed.items()}
+        self._full = self.full
         if self._full:
             self.sent = params
-            return self.session_id, INITIAL_EPOCH, list(wanted), []
+            return self.session_id, INITIAL_EPOCH, list(changed), []
         send = [key for key, p in params.items() if self.sent.get(key) != p]
-        forget = [key for key in self.sent if key not in params]
-        self.sent = params
+        forget = [key for key in removed if self.sent.pop(key, None) is not None]
+        self.sent.update(params)
         return self.session_id, self.epoch, send, forget
 
     def handle_response(self, error_code: int, session_id: int) -> bool:

@@ -39,6 +39,9 @@ class ReplicaState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_log_end_offset: int = 0
+    # The follower's fetch session in which this partition was last read to its end: while it
+    # stays unchanged there, each fetch of the session finds the follower caught up, unread.
+    session: object | None = None
 
 
 @dataclass(slots=True)
@@ -66,6 +69,9 @@ class Partition:
     pending_isr: list[int] | None = None
     followers: dict[int, ReplicaState] = field(default_factory=dict)
     waiters: list = field(default_factory=list)
+    # Fetch sessions holding this partition as read to its end (fetch_session.FetchSession):
+    # told of the next change, so that a session's fetch reads only what changed.
+    watchers: set = field(default_factory=set)
     delayed: list[_DelayedProduce] = field(default_factory=list)
     on_hw_advance: Callable[[Partition], None] | None = None
     # Moves on every change a fetch could report (records, high watermark, role, replicas,
@@ -89,9 +95,18 @@ class Partition:
             return self.isr
         return self.isr + [r for r in self.pending_isr if r not in self.isr]
 
+    def changed(self) -> None:
+        """Something a fetch could report changed: a new version, and the sessions that had
+        read this partition to its end read it again."""
+        self.version = next(_changes)
+        if self.watchers:
+            watchers, self.watchers = self.watchers, set()
+            for session in watchers:
+                session.partition_changed(self)
+
     def make_leader(self, leader_epoch: int, partition_epoch: int, replicas: list[int], isr: list[int]) -> bool:
         """Become (or stay) leader at ``leader_epoch``; True when this is a new leadership."""
-        self.version = next(_changes)
+        self.changed()
         new = not self.is_leader or leader_epoch != self.leader_epoch
         self.leader_id, self.replicas, self.isr = self.node_id, list(replicas), list(isr)
         self.partition_epoch, self.pending_isr = partition_epoch, None
@@ -110,7 +125,7 @@ class Partition:
     def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
                       replicas: list[int], isr: list[int]) -> bool:
         """Follow ``leader_id``; True when the leader or its epoch changed (refetch needed)."""
-        self.version = next(_changes)
+        self.changed()
         new = self.leader_id != leader_id or leader_epoch != self.leader_epoch
         was_leader = self.is_leader
         self.leader_id, self.leader_epoch, self.partition_epoch = leader_id, leader_epoch, partition_epoch
@@ -231,7 +246,15 @@ class Partition:
 
     def lagging_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
         return [r for r in self.isr if r != self.node_id and r in self.followers
-                and now_ms - self.followers[r].last_caught_up_ms > max_lag_ms]
+                and now_ms - self.caught_up_ms(self.followers[r]) > max_lag_ms]
+
+    def caught_up_ms(self, state: ReplicaState) -> int:
+        """A follower's last caught-up time, counting the fetches of its session that found
+        this partition unchanged and left it unread."""
+        session = state.session
+        if session is not None and session.holds_unchanged(self):
+            return max(state.last_caught_up_ms, session.last_fetch_ms)
+        return state.last_caught_up_ms
 
     def maybe_increment_high_watermark(self) -> bool:
         if not self.is_leader:
@@ -276,13 +299,6 @@ class Partition:
 
     # --- fetch long poll --------------------------------------------------------------------------
 
-    def touch_follower(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A fetch from an in-sync follower at an unchanged position of an unchanged log: the
-        part of :meth:`update_follower_fetch_state` that can change (its fetch times)."""
-        state = self.followers.get(replica_id)
-        if state is not None:
-            self._note_fetch(state, fetch_offset, now_ms)
-
     def _note_fetch(self, state: ReplicaState, fetch_offset: int, now_ms: int) -> None:
         """Kafka's lastCaughtUpTime: caught up now if it fetched from our log end, or as of its
         previous fetch if it then reached the log end we had at that time."""
@@ -295,7 +311,7 @@ class Partition:
         state.last_fetch_leader_log_end_offset = leader_leo
 
     def wake_waiters(self) -> None:
-        self.version = next(_changes)
+        self.changed()
         waiters, self.waiters = self.waiters, []
         for fut in waiters:
             if not fut.done():

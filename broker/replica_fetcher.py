@@ -10,7 +10,9 @@ offset). A ``diverging_epoch`` answer truncates the log to where it agrees with 
 
 Each fetcher keeps a fetch session (KIP-227) with its leader: after the first, full fetch a
 request names only the partitions whose position or epochs changed, and the leader answers
-only partitions with news (:mod:`broker.fetch_session`).
+only partitions with news (:mod:`broker.fetch_session`). Building that request looks only at
+the partitions the fetcher was given, appended to or truncated since the last one (and those
+whose log start retention moved), so a round trip costs what changed on both ends.
 
 Differs from Kafka: a follower whose log is below the leader's log start offset starts over
 from an empty log.
@@ -46,6 +48,11 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.config = config
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # What the next incremental fetch looks at: partitions whose fetch position may have
+        # moved (added, appended to, truncated) and those no longer followed.
+        self.pending: set[tuple[str, int]] = set()
+        self.removed: set[tuple[str, int]] = set()
+        self.asked: dict[tuple[str, int], tuple[Partition, FetchPartition]] = {}  # as the leader's session holds them
         self.client = NetworkClient.to_peers(f"replica-fetcher-{node_id}-from-{leader_id}", resolve, config,
                                              timeout=config["replica.fetch.wait.max.ms"] / 1000 + 10)
         self.changed = asyncio.Event()
@@ -57,11 +64,23 @@ class ReplicaFetcher:
         self._last_divergence_log = 0.0
 
     def add(self, part: Partition) -> None:
-        self.partitions[(part.topic, part.index)] = part
+        key = (part.topic, part.index)
+        self.partitions[key] = part
+        self.pending.add(key)
+        self.removed.discard(key)
         self.changed.set()
 
     def remove(self, part: Partition) -> None:
-        self.partitions.pop((part.topic, part.index), None)
+        key = (part.topic, part.index)
+        if self.partitions.pop(key, None) is not None:
+            self.pending.discard(key)
+            self.removed.add(key)
+
+    def position_changed(self, part: Partition) -> None:
+        """The partition's log start or end moved outside this fetcher (retention)."""
+        key = (part.topic, part.index)
+        if self.partitions.get(key) is part:
+            self.pending.add(key)
 
     async def stop(self) -> None:
         self.task.cancel()
@@ -78,14 +97,12 @@ class ReplicaFetcher:
                 self.changed.clear()
                 await self.changed.wait()
                 continue
-            fetched = dict(self.partitions)
             try:
-                wanted = self._fetch_partitions(fetched)
-                request = self._build_request(wanted)
+                request = self._build_request()
                 response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request,
                                                           decoder=decode_fetch_response_v12)
                 error_code, session_id, topics = response
-                ok = self.session.handle_response(error_code, session_id) and self._process(fetched, wanted, topics)
+                ok = self.session.handle_response(error_code, session_id) and self._process(topics)
             except asyncio.CancelledError:
                 self.session.handle_error()
                 raise
@@ -112,7 +129,7 @@ class ReplicaFetcher:
                 log.exception("replica_fetch_failed", leader=self.leader_id, failures=self._failures)
 
     def _fetch_partitions(self, parts: dict[tuple[str, int], Partition]) -> dict[tuple[str, int], FetchPartition]:
-        """Every followed partition as the leader should now see it."""
+        """These partitions as the leader should now see them."""
         max_bytes = self.config["replica.fetch.max.bytes"]
         out = {}
         for (topic, index), part in parts.items():
@@ -123,8 +140,22 @@ class ReplicaFetcher:
                 log_start_offset=plog.log_start_offset, partition_max_bytes=max_bytes)
         return out
 
-    def _build_request(self, wanted: dict[tuple[str, int], FetchPartition]) -> FetchRequest:
-        session_id, epoch, send, forget = self.session.build(wanted)
+    def _build_request(self) -> FetchRequest:
+        """A full fetch names every partition; an incremental one looks only at those pending
+        (Kafka's follower builds every partition's state each time)."""
+        if self.session.full:
+            changed, removed = dict(self.partitions), ()
+            self.asked = {}
+        else:
+            changed = {k: self.partitions[k] for k in self.pending if k in self.partitions}
+            removed = self.removed
+        self.pending, self.removed = set(), set()
+        wanted = self._fetch_partitions(changed)
+        session_id, epoch, send, forget = self.session.build(wanted, removed)
+        for key, fp in wanted.items():
+            self.asked[key] = (changed[key], fp)
+        for key in removed:
+            self.asked.pop(key, None)
         by_topic: dict[str, list[FetchPartition]] = {}
         for key in send:
             by_topic.setdefault(key[0], []).append(wanted[key])
@@ -140,7 +171,7 @@ class ReplicaFetcher:
             forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()),
             rack_id="")
 
-    def _process(self, fetched: dict, sent: dict[tuple[str, int], FetchPartition], topics: list) -> bool:
+    def _process(self, topics: list) -> bool:
         """Apply one response (only the partitions with news, in a session); False when
         every partition answered failed (back off)."""
         ok = not topics  # an incremental answer without partitions: nothing changed
@@ -148,9 +179,11 @@ class ReplicaFetcher:
             for pd in partitions:
                 key = (topic_name, pd.partition_index)
                 part = self.partitions.get(key)
-                asked = sent.get(key)
-                if part is None or part is not fetched.get(key) or asked is None \
-                        or part.leader_epoch != asked.current_leader_epoch \
+                sent_part, asked = self.asked.get(key, (None, None))
+                if part is None:
+                    continue
+                self.pending.add(key)  # its position is looked at again next time
+                if part is not sent_part or part.leader_epoch != asked.current_leader_epoch \
                         or part.log.log_end_offset != asked.fetch_offset:
                     continue  # the partition moved on while the fetch was in flight
                 if pd.error_code:
@@ -226,6 +259,11 @@ class ReplicaFetcherManager:
         leader_id = self.assigned.pop((part.topic, part.index), None)
         if leader_id is not None and leader_id in self.fetchers:
             self.fetchers[leader_id].remove(part)
+
+    def position_changed(self, part: Partition) -> None:
+        fetcher = self.fetchers.get(self.assigned.get((part.topic, part.index), -1))
+        if fetcher is not None:
+            fetcher.position_changed(part)
 
     async def stop(self) -> None:
         for fetcher in self.fetchers.values():

@@ -381,6 +381,21 @@ class ReplicaManager:
         """Append a transaction marker (WriteTxnMarkers); the LSO may advance."""
         return self.get(topic, partition).append_marker(producer_id, producer_epoch, coordinator_epoch, commit)
 
+    def apply_retention(self) -> int:
+        """Delete the segments past retention; a partition whose log start moved is changed
+        for its fetch sessions (a leader's) or its fetcher (a follower's). Segments deleted."""
+        starts = {key: part.log.log_start_offset for key, part in self.partitions.items()}
+        deleted = self.log_manager.apply_retention()
+        for key, start in starts.items():
+            part = self.partitions.get(key)
+            if part is None or part.log.log_start_offset == start:
+                continue
+            if part.is_leader:
+                part.wake_waiters()
+            elif self.fetchers is not None:
+                self.fetchers.position_changed(part)
+        return deleted
+
     def needs_flush(self, topic: str, partition: int) -> bool:
         part = self.partitions.get((topic, partition))
         return part is not None and part.log.needs_flush(int(time.time() * 1000))

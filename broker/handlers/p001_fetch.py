@@ -10,9 +10,10 @@ Behavior:
 - Fetch sessions (KIP-227) as Kafka keeps them (:mod:`broker.fetch_session`): a full fetch
   creates a session, an incremental one answers only the partitions of its session that
   changed; session errors are the answer's top-level error code. A session partition that was
-  read to its end and has not changed since (its version, log start offset, and for a follower
-  its ISR membership) is not read again, only the follower's fetch time is noted, so a fetch
-  costs what changed rather than what the session holds (Kafka reads every partition).
+  read to its end with nothing more to tell is not read again until it changes (the session
+  is told; a follower's fetches still count as caught up on it), so a fetch costs what changed
+  rather than what the session holds (Kafka reads every partition), and a fetch left with
+  nothing to read long-polls on the session.
 - Offsets outside [log start, log end] get OFFSET_OUT_OF_RANGE; a client leader epoch older
   than ours FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; an unknown topic
   UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+); a partition this broker does not
@@ -60,7 +61,7 @@ from ..authorization import AclOperation, ResourceType, authorize_cluster, denie
 from ..fetch_session import (
     INVALID_SESSION_ID,
     UNSUPPORTED_HIGH_WATERMARK,
-    CachedPartition,
+    FetchContext,
     IncrementalFetchContext,
     new_context,
 )
@@ -74,26 +75,25 @@ READ_COMMITTED = 1
 async def handle_fetch(ctx: RequestContext, request) -> bytes:
     version = ctx.api_version
     replica_id = _replica_id(request, version)
-    session = new_context(ctx.services.fetch_sessions, request, version, replica_id >= 0,
+    session = new_context(ctx.services.fetch_sessions, request, version, replica_id,
                           lambda ft: _resolve_topic(ctx, ft, version))
     if session.error:
         return fast.encode_fetch_response(version, session.error, INVALID_SESSION_ID, [])
-    wanted = session.wanted
     rm = ctx.services.replica_manager
     isolation = getattr(request, "isolation_level", 0)
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
-    unauthorized = _unauthorized_topics(ctx, wanted, replica_id)
     while True:
-        topics, total, waitable, urgent = _read_all(ctx, wanted, request.max_bytes, replica_id, isolation, unauthorized)
+        topics, total, waitable, urgent, ends = _read_all(ctx, session, request.max_bytes, replica_id, isolation)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or urgent or remaining <= 0 or not waitable:
+        waiter = session.new_waiter()  # set when a partition of the session left unread changes
+        if total >= request.min_bytes or urgent or remaining <= 0 or (not waitable and waiter is None):
             break
-        woken = await rm.wait_for_data(waitable, remaining)
+        woken = await rm.wait_for_data(waitable, remaining, waiter)
         if time.monotonic() >= deadline:
             if woken:  # else nothing it waited on changed: the first read still stands
-                topics, total, waitable, urgent = _read_all(ctx, wanted, request.max_bytes, replica_id,
-                                                            isolation, unauthorized)
+                topics, total, waitable, urgent, ends = _read_all(ctx, session, request.max_bytes, replica_id,
+                                                                  isolation)
             break
     throttle = 0
     if replica_id < 0:
@@ -103,7 +103,7 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
             session.forget_reads()
             return fast.encode_fetch_response(version, 0, session.session_id if isinstance(
                 session, IncrementalFetchContext) else INVALID_SESSION_ID, [], throttle_time_ms=throttle)
-    topics = session.respond(topics)
+    topics = session.respond(topics, ends)
     if total:
         ctx.services.metrics.bytes_out.labels("all").inc(total)
     return fast.encode_fetch_response(version, 0, session.session_id, topics,
@@ -136,28 +136,24 @@ def _unauthorized_topics(ctx: RequestContext, wanted, replica_id: int):
     return denied(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
-def _read_all(ctx: RequestContext, wanted, max_bytes: int, replica_id: int, isolation: int, unauthorized):
-    """Read every wanted partition: (topics, bytes read, partitions to wait on, urgent),
-    where ``urgent`` counts what must be answered without long-polling (errors, and
-    followers behind our high watermark)."""
+def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replica_id: int, isolation: int):
+    """Read what the fetch context wants now: (topics, bytes read, partitions to wait on,
+    urgent, ends), where ``urgent`` counts what must be answered without long-polling (errors,
+    and followers behind our high watermark) and ``ends`` (in a session) lists the partitions
+    read to their end without records, which the session leaves unread until they change."""
     rm = ctx.services.replica_manager
+    wanted = session.to_read()
+    unauthorized = _unauthorized_topics(ctx, wanted, replica_id)
+    track = session.tracks_reads
     remaining = max_bytes
     total = 0
     urgent = 0
     waitable = []
+    ends = []
     topics = []
-    now_ms = int(time.time() * 1000)
     for name, topic_id, fps in wanted:
         parts = []
         for fp in fps:
-            if type(fp) is CachedPartition and fp.seen_version >= 0:
-                part = rm.partitions.get((name, fp.partition))
-                if part is not None and _unchanged(part, fp, replica_id):
-                    if replica_id >= 0:  # the follower still fetches: it stays caught up
-                        part.touch_follower(replica_id, fp.fetch_offset, now_ms)
-                    parts.append(None)  # nothing to tell (fetch_session.IncrementalFetchContext)
-                    waitable.append(part)
-                    continue
             try:
                 if name is None:
                     raise KafkaError(ErrorCode.unknown_topic_id, "unknown topic id")
@@ -194,23 +190,15 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, replica_id: int, isol
                 parts.append((fp.partition, 0, hw, lso, plog.log_start_offset, aborted, data))
                 if not data:
                     waitable.append(part)
-                    if type(fp) is CachedPartition and fp.fetch_offset >= limit:
-                        fp.seen_version = part.version  # read to its end: skipped until it changes
+                    if track and fp.fetch_offset >= limit:
+                        ends.append((name, topic_id, fp, part))
             except KafkaError as exc:
                 urgent += 1
                 ctx.services.metrics.errors.labels("Fetch", exc.code.name).inc()
                 parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b"",
                               _current_leader(ctx, name, fp.partition, exc.code)))
         topics.append((name or "", topic_id, parts))
-    return topics, total, waitable, urgent
-
-
-def _unchanged(part, fp: CachedPartition, replica_id: int) -> bool:
-    """Whether a session partition can be skipped: read at its end at this version, with the
-    log start offset the client was told, and (a follower) already in the ISR, so that no
-    answer and no ISR change can come of reading it again."""
-    return (part.version == fp.seen_version and part.log.log_start_offset == fp.told_log_start_offset
-            and (replica_id < 0 or replica_id in part.isr))
+    return topics, total, waitable, urgent, ends
 
 
 def _follower_high_watermark(fp) -> int:

@@ -1,0 +1,112 @@
+"""A fetch session reads only what changed (broker.fetch_session.FetchSession with real
+partitions and logs): which partitions it leaves unread, what puts them back, and how a
+follower left unread still counts as caught up for the ISR."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from broker.fetch_session import CachedPartition, FetchSession, FetchSessionCache
+from broker.partition import Partition
+from protocol import records as rb
+from storage.log import Log, LogConfig
+
+LAG_MS = 30_000
+
+
+@pytest.fixture
+def leader(tmp_path):
+    log, _ = Log.open(tmp_path / "t-0", "t", 0, LogConfig())
+    part = Partition("t", 0, uuid.uuid4(), log, node_id=1)
+    part.make_leader(leader_epoch=1, partition_epoch=1, replicas=[1, 2], isr=[1, 2])
+    yield part
+    log.close()
+
+
+def _session(part: Partition, replica_id: int = -1) -> tuple[FetchSession, tuple, CachedPartition]:
+    cached = CachedPartition("t", part.topic_id, 0, part.log.log_end_offset, 0, 1 << 20, 1, -1)
+    cached.told_log_start_offset = part.log.log_start_offset
+    key = ("t", 0)
+    session = FetchSession(7, replica_id >= 0, False, 0.0, {key: cached})
+    session.replica_id = replica_id
+    return session, key, cached
+
+
+def _append(part: Partition) -> None:
+    part.append_records_to_leader(bytes(rb.build_batch([(b"k", b"v")], timestamp=0)), acks=1, min_isr=1)
+
+
+def test_a_partition_read_to_its_end_is_left_unread_until_it_changes(leader):
+    async def scenario():
+        session, key, cached = _session(leader)
+        assert key in session.dirty  # never read yet
+        session.settle(key, cached, leader)
+        assert not session.dirty and session in leader.watchers
+        waiter = session.new_waiter()
+        _append(leader)
+        assert key in session.dirty and session not in leader.watchers
+        assert waiter.done()  # a fetch waiting on the session wakes
+    asyncio.run(scenario())
+
+
+def test_a_log_start_not_yet_told_keeps_the_partition_read(leader):
+    session, key, cached = _session(leader)
+    cached.told_log_start_offset = -1
+    session.settle(key, cached, leader)
+    assert key in session.dirty and session not in leader.watchers
+
+
+def test_a_follower_outside_the_isr_is_read_every_time(leader):
+    leader.make_leader(leader_epoch=1, partition_epoch=2, replicas=[1, 2], isr=[1])
+    session, key, cached = _session(leader, replica_id=2)
+    session.settle(key, cached, leader)
+    assert key in session.dirty
+
+
+def test_a_follower_left_unread_stays_caught_up_for_as_long_as_it_fetches(leader):
+    session, key, cached = _session(leader, replica_id=2)
+    leader.update_follower_fetch_state(2, leader.log.log_end_offset, now_ms=1_000)
+    session.last_fetch_ms = 1_000
+    session.settle(key, cached, leader)
+    session.last_fetch_ms = 100_000  # fetches of the session that did not read the partition
+    assert leader.lagging_replicas(100_000 + LAG_MS, LAG_MS) == []
+    assert leader.lagging_replicas(100_001 + LAG_MS, LAG_MS) == [2]  # it stopped fetching
+
+
+def test_a_change_keeps_the_caught_up_time_the_unread_fetches_earned(leader):
+    session, key, cached = _session(leader, replica_id=2)
+    leader.update_follower_fetch_state(2, leader.log.log_end_offset, now_ms=1_000)
+    session.settle(key, cached, leader)
+    session.last_fetch_ms = 100_000
+    _append(leader)  # the follower is now behind: it was caught up at its last fetch
+    assert leader.followers[2].last_caught_up_ms == 100_000
+    assert leader.lagging_replicas(100_000 + LAG_MS, LAG_MS) == []
+    assert leader.lagging_replicas(100_001 + LAG_MS, LAG_MS) == [2]
+
+
+def test_a_closed_session_unwatches_and_keeps_the_caught_up_time(leader):
+    cache = FetchSessionCache(slots=8)
+    cached = CachedPartition("t", leader.topic_id, 0, leader.log.log_end_offset, 0, 1 << 20, 1, -1)
+    cached.told_log_start_offset = leader.log.log_start_offset
+    session_id = cache.maybe_create(True, False, {("t", 0): cached})
+    session = cache.get(session_id)
+    session.replica_id = 2
+    leader.update_follower_fetch_state(2, leader.log.log_end_offset, now_ms=1_000)
+    session.settle(("t", 0), cached, leader)
+    session.last_fetch_ms = 50_000
+    cache.remove(session_id)
+    assert session not in leader.watchers and not session.holds_unchanged(leader)
+    assert leader.followers[2].last_caught_up_ms == 50_000
+
+
+def test_a_forgotten_or_updated_partition_stops_watching(leader):
+    session, key, cached = _session(leader)
+    session.settle(key, cached, leader)
+    session.mark_dirty(key)  # the request names it again, with new fetch parameters
+    assert key in session.dirty and session not in leader.watchers
+    session.settle(key, cached, leader)
+    session.forget(key)
+    assert not session.partitions and not session.dirty and session not in leader.watchers

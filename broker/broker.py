@@ -321,13 +321,15 @@ class Broker:
             if topic is not None:
                 self.replica_manager.apply_topic_configs(name, topic.configs)
         if self.controller is not None:
-            self.controller.wake()
+            self.controller.partitions_changed(partitions)
 
     def _on_topic_configs_change(self, name: str) -> None:
         """Another broker altered a topic's configs: its logs here take them at once."""
         topic = self.metadata.topics.get(name)
         if topic is not None:
             self.replica_manager.apply_topic_configs(name, topic.configs)
+        if self.controller is not None:
+            self.controller.wake()  # unclean.leader.election.enable may have changed
 
     def _on_acls_change(self) -> None:
         """The image's ACLs changed (here or on another broker): the authorizer takes them."""

@@ -10,7 +10,10 @@ to the store by compare-and-swap:
 - One controller at a time (etcd backend): the broker that creates the ``controller`` key under
   its lease; the key's create_revision is the controller epoch and every write compares it, so
   a deposed controller resumed from a pause cannot write.
-- Reconciliation, level-triggered on every image change and on a short timer: a partition whose
+- Reconciliation, triggered by image changes: a change of the brokers (registration, session,
+  controlled shutdown), of the controller or of a topic's configs, and the first pass of a new
+  controller, look at every partition; a change of some partitions looks at those only, so an
+  idle cluster costs nothing however many partitions it has. A partition whose
   leader is gone (lease expired) or shutting down (controlled shutdown) gets a new leader from
   its ISR, in replica order, with the leader epoch bumped; no live ISR member means no leader
   (NO_LEADER) unless ``unclean.leader.election.enable``; brokers that are gone leave every ISR;
@@ -264,6 +267,9 @@ class Controller:
         self._task: asyncio.Task | None = None
         self._stopped = False
         self._last_rebalance = time.monotonic()
+        self._reconciled_epoch = 0  # the epoch whose first, full pass is done
+        self._all_changed = True  # the next pass looks at every partition
+        self._changed: set[tuple[str, int]] = set()  # else at these
 
     @property
     def is_active(self) -> bool:
@@ -282,6 +288,12 @@ class Controller:
             await asyncio.wait([self._task], timeout=2)
 
     def wake(self, *_args) -> None:
+        """Something every partition's decision depends on changed (brokers, configs)."""
+        self._all_changed = True
+        self._wake.set()
+
+    def partitions_changed(self, partitions: set[tuple[str, int]]) -> None:
+        self._changed |= partitions
         self._wake.set()
 
     async def _run(self) -> None:
@@ -301,6 +313,8 @@ class Controller:
                 await self._campaign_if_vacant()
                 if self.is_active:
                     await self.reconcile()
+                else:
+                    self._changed.clear()  # a new controller starts with a full pass
             except KafkaError as exc:
                 log.warning("controller_pass_failed", error=exc.message or exc.code.name)
             except Exception:
@@ -332,16 +346,38 @@ class Controller:
             interval = self.config["leader.imbalance.check.interval.seconds"]
             if now - self._last_rebalance >= interval:
                 preferred, self._last_rebalance = True, now
+        full = self._all_changed or preferred or self._reconciled_epoch != self.epoch
+        changed, self._changed, self._all_changed = self._changed, set(), False
+        try:
+            await self._reconcile(self._partitions(None if full else changed), alive, live, preferred)
+        except BaseException:
+            self._all_changed = True  # not done: the next pass looks at everything again
+            raise
+        self._reconciled_epoch = self.epoch
+
+    def _partitions(self, keys: set[tuple[str, int]] | None):
+        """(topic, index, state) of every partition (``keys`` None) or of those keys."""
+        topics = self.store.topics
+        if keys is None:
+            for topic in list(topics.values()):
+                for index, state in enumerate(topic.partitions):
+                    yield topic, index, state
+            return
+        for name, index in keys:
+            topic = topics.get(name)
+            if topic is not None and index < len(topic.partitions):
+                yield topic, index, topic.partitions[index]
+
+    async def _reconcile(self, partitions, alive: set[int], live: set[int], preferred: bool) -> None:
         unclean_default = self.config["unclean.leader.election.enable"]
         changes = []
-        for topic in list(self.store.topics.values()):
+        for topic, index, state in partitions:
             unclean = str(topic.configs.get("unclean.leader.election.enable", unclean_default)).lower() == "true"
-            for index, state in enumerate(topic.partitions):
-                new = complete_reassignment(state, live)
-                if new is None:
-                    new = elect(state, live, alive, unclean=unclean, preferred=preferred)
-                if new is not None:
-                    changes.append((topic.name, index, new, state.mod_revision))
+            new = complete_reassignment(state, live)
+            if new is None:
+                new = elect(state, live, alive, unclean=unclean, preferred=preferred)
+            if new is not None:
+                changes.append((topic.name, index, new, state.mod_revision))
         if not changes:
             return
         written = await self.store.alter_partitions(changes, controller_epoch=self.epoch)

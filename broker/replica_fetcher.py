@@ -14,6 +14,12 @@ only partitions with news (:mod:`broker.fetch_session`). Building that request l
 the partitions the fetcher was given, appended to or truncated since the last one (and those
 whose log start retention moved), so a round trip costs what changed on both ends.
 
+A partition answered with an error (a leader that does not lead it yet or any more, an
+unknown partition) or whose divergence truncation did not resolve backs off alone for
+``replica.fetch.backoff.ms``, out of the session meanwhile, as Kafka's fetcher delays
+partitions; the others keep replicating. The whole fetcher backs off only after a failed
+round trip or a session error, or while every partition is backing off.
+
 Differs from Kafka: a follower whose log is below the leader's log start offset starts over
 from an empty log.
 """
@@ -53,6 +59,10 @@ class ReplicaFetcher:
         self.pending: set[tuple[str, int]] = set()
         self.removed: set[tuple[str, int]] = set()
         self.asked: dict[tuple[str, int], tuple[Partition, FetchPartition]] = {}  # as the leader's session holds them
+        # Partitions backing off after an error, until a time.monotonic(): left out of the
+        # session meanwhile, so the others go on (Kafka's delayed partitions).
+        self.delayed: dict[tuple[str, int], float] = {}
+        self.backoff_s = config["replica.fetch.backoff.ms"] / 1000
         self.client = NetworkClient.to_peers(f"replica-fetcher-{node_id}-from-{leader_id}", resolve, config,
                                              timeout=config["replica.fetch.wait.max.ms"] / 1000 + 10)
         self.changed = asyncio.Event()
@@ -68,6 +78,7 @@ class ReplicaFetcher:
         self.partitions[key] = part
         self.pending.add(key)
         self.removed.discard(key)
+        self.delayed.pop(key, None)
         self.changed.set()
 
     def remove(self, part: Partition) -> None:
@@ -75,6 +86,7 @@ class ReplicaFetcher:
         if self.partitions.pop(key, None) is not None:
             self.pending.discard(key)
             self.removed.add(key)
+            self.delayed.pop(key, None)
 
     def position_changed(self, part: Partition) -> None:
         """The partition's log start or end moved outside this fetcher (retention)."""
@@ -91,18 +103,24 @@ class ReplicaFetcher:
         self.client.close()
 
     async def _run(self) -> None:
-        backoff = self.config["replica.fetch.backoff.ms"] / 1000
+        backoff = self.backoff_s
         while True:
             if not self.partitions:
                 self.changed.clear()
                 await self.changed.wait()
+                continue
+            wait = self._release_delayed()
+            if wait > 0:  # every partition is backing off
+                await asyncio.sleep(wait)
                 continue
             try:
                 request = self._build_request()
                 response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request,
                                                           decoder=decode_fetch_response_v12)
                 error_code, session_id, topics = response
-                ok = self.session.handle_response(error_code, session_id) and self._process(topics)
+                ok = self.session.handle_response(error_code, session_id)
+                if ok:
+                    self._process(topics)
             except asyncio.CancelledError:
                 self.session.handle_error()
                 raise
@@ -114,8 +132,29 @@ class ReplicaFetcher:
             if self._failures:
                 log.info("replica_fetch_recovered", leader=self.leader_id, failures=self._failures)
                 self._failures = 0
-            if not ok:
+            if not ok:  # a session error: the next fetch is a full one, after the backoff
                 await asyncio.sleep(backoff)
+
+    def _delay(self, key: tuple[str, int]) -> None:
+        """Back off from one partition: out of the session until ``backoff_s`` has passed."""
+        self.delayed[key] = time.monotonic() + self.backoff_s
+        self.pending.discard(key)
+        self.removed.add(key)
+
+    def _release_delayed(self) -> float:
+        """Partitions whose backoff is over fetch again; seconds until one does when every
+        partition is backing off (0: something to fetch now)."""
+        if not self.delayed:
+            return 0.0
+        now = time.monotonic()
+        for key in [k for k, due in self.delayed.items() if due <= now]:
+            del self.delayed[key]
+            if key in self.partitions:
+                self.pending.add(key)
+                self.removed.discard(key)
+        if self.delayed and len(self.delayed) >= len(self.partitions):
+            return max(0.001, min(self.delayed.values()) - now)
+        return 0.0
 
     def _fetch_failed(self, exc: Exception) -> None:
         """Log the first failure and then one line every 10 s while they last."""
@@ -144,10 +183,11 @@ class ReplicaFetcher:
         """A full fetch names every partition; an incremental one looks only at those pending
         (Kafka's follower builds every partition's state each time)."""
         if self.session.full:
-            changed, removed = dict(self.partitions), ()
+            changed = {k: p for k, p in self.partitions.items() if k not in self.delayed}
+            removed: set | tuple = ()
             self.asked = {}
         else:
-            changed = {k: self.partitions[k] for k in self.pending if k in self.partitions}
+            changed = {k: self.partitions[k] for k in self.pending if k in self.partitions and k not in self.delayed}
             removed = self.removed
         self.pending, self.removed = set(), set()
         wanted = self._fetch_partitions(changed)
@@ -171,16 +211,15 @@ class ReplicaFetcher:
             forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()),
             rack_id="")
 
-    def _process(self, topics: list) -> bool:
-        """Apply one response (only the partitions with news, in a session); False when
-        every partition answered failed (back off)."""
-        ok = not topics  # an incremental answer without partitions: nothing changed
+    def _process(self, topics: list) -> None:
+        """Apply one response (only the partitions with news, in a session); a partition
+        answered with an error, or whose divergence truncating did not resolve, backs off."""
         for topic_name, partitions in topics:
             for pd in partitions:
                 key = (topic_name, pd.partition_index)
                 part = self.partitions.get(key)
                 sent_part, asked = self.asked.get(key, (None, None))
-                if part is None:
+                if part is None or key in self.delayed:
                     continue
                 self.pending.add(key)  # its position is looked at again next time
                 if part is not sent_part or part.leader_epoch != asked.current_leader_epoch \
@@ -189,20 +228,22 @@ class ReplicaFetcher:
                 if pd.error_code:
                     if pd.error_code == ErrorCode.offset_out_of_range:
                         self._out_of_range(part, pd)
+                    else:
+                        self._delay(key)
                     continue
                 if pd.diverging_epoch is not None and (pd.diverging_epoch[0] >= 0 or pd.diverging_epoch[1] >= 0):
-                    ok = self._truncate(part, *pd.diverging_epoch) or ok
+                    if not self._truncate(part, *pd.diverging_epoch):
+                        self._delay(key)
                     continue
-                ok = True
                 try:
                     part.append_as_follower(pd.records if pd.records is not None else b"", pd.high_watermark,
                                             pd.log_start_offset)
                 except Exception:
                     log.exception("follower_append_failed", topic=part.topic, partition=part.index)
+                    self._delay(key)
                     continue
                 if pd.records:
                     self.on_fetched(part)
-        return ok
 
     def _truncate(self, part: Partition, leader_epoch: int, leader_end_offset: int) -> bool:
         """Cut the log where it diverges from the leader's; False when nothing changed."""

@@ -1,0 +1,89 @@
+"""A follower's fetcher backs off from a partition answered with an error, not from all of
+them (broker.replica_fetcher.ReplicaFetcher, as Kafka's delayed partitions): the partition
+leaves the fetch session and comes back once ``replica.fetch.backoff.ms`` has passed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from broker.config import load_config
+from broker.partition import Partition
+from broker.replica_fetcher import ReplicaFetcher
+from protocol.errors import ErrorCode
+from storage.log import Log, LogConfig
+
+CONFIG = load_config({"replica.fetch.backoff.ms": "1000"})
+
+
+@pytest.fixture
+def followed(tmp_path):
+    parts = []
+    for index in (0, 1):
+        log, _ = Log.open(tmp_path / f"t-{index}", "t", index, LogConfig())
+        part = Partition("t", index, uuid.uuid4(), log, node_id=2)
+        part.make_follower(1, leader_epoch=3, partition_epoch=1, replicas=[1, 2], isr=[1, 2])
+        parts.append(part)
+    yield parts
+    for part in parts:
+        part.log.close()
+
+
+def _answer(index: int, error: ErrorCode = ErrorCode.none):
+    return SimpleNamespace(partition_index=index, error_code=int(error), diverging_epoch=None, records=b"",
+                           high_watermark=0, log_start_offset=0)
+
+
+def _names(request) -> tuple[set, set]:
+    sent = {(t.topic, p.partition) for t in request.topics for p in t.partitions}
+    forgotten = {(t.topic, i) for t in request.forgotten_topics_data for i in t.partitions}
+    return sent, forgotten
+
+
+def test_an_erroring_partition_backs_off_alone_and_comes_back(followed):
+    async def scenario():
+        fetcher = ReplicaFetcher(2, 1, lambda node: None, CONFIG, on_fetched=lambda part: None)
+        fetcher.task.cancel()
+        try:
+            for part in followed:
+                fetcher.add(part)
+            first = fetcher._build_request()
+            assert _names(first)[0] == {("t", 0), ("t", 1)} and first.session_epoch == 0
+            fetcher.session.handle_response(0, 77)
+            fetcher._process([("t", [_answer(0, ErrorCode.not_leader_or_follower), _answer(1)])])
+            assert set(fetcher.delayed) == {("t", 0)}
+            assert fetcher._release_delayed() == 0  # partition 1 still fetches: no global backoff
+            sent, forgotten = _names(fetcher._build_request())
+            assert forgotten == {("t", 0)} and ("t", 0) not in sent
+
+            fetcher.delayed[("t", 0)] = time.monotonic() - 1  # its backoff is over
+            assert fetcher._release_delayed() == 0 and not fetcher.delayed
+            fetcher.session.handle_response(0, 77)
+            sent, forgotten = _names(fetcher._build_request())
+            assert ("t", 0) in sent and not forgotten
+        finally:
+            await fetcher.stop()
+    asyncio.run(scenario())
+
+
+def test_when_every_partition_backs_off_the_fetcher_waits_for_the_first(followed):
+    async def scenario():
+        fetcher = ReplicaFetcher(2, 1, lambda node: None, CONFIG, on_fetched=lambda part: None)
+        fetcher.task.cancel()
+        try:
+            for part in followed:
+                fetcher.add(part)
+            fetcher._build_request()
+            fetcher.session.handle_response(0, 77)
+            fetcher._process([("t", [_answer(0, ErrorCode.unknown_topic_or_partition),
+                                     _answer(1, ErrorCode.not_leader_or_follower)])])
+            assert 0 < fetcher._release_delayed() <= 1.0
+            fetcher.add(followed[0])  # given again (a new leader epoch): fetched at once
+            assert fetcher._release_delayed() == 0 and ("t", 0) not in fetcher.delayed
+        finally:
+            await fetcher.stop()
+    asyncio.run(scenario())

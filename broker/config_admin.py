@@ -122,6 +122,7 @@ DYNAMIC_BROKER_KEYS = frozenset({
     "log.cleaner.min.cleanable.ratio", "log.cleanup.policy", "log.message.timestamp.type",
     "message.max.bytes", "min.insync.replicas", "unclean.leader.election.enable",
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    "max.connection.creation.rate",
 })
 
 LIST_KEYS = frozenset({k for k, tk in topic_config.TOPIC_KEYS.items() if tk.type == "LIST"} | {

@@ -1,4 +1,5 @@
-"""Connection limits (``max.connections.per.ip`` and its overrides, dynamic), against our broker
+"""Connection limits (``max.connections.per.ip`` and its overrides, dynamic, as is
+``max.connection.creation.rate``), against our broker
 and Apache Kafka 4.3.1 (``slow``) alike: the connection over the limit is closed, the others
 from that address and everyone else's keep working.
 
@@ -7,6 +8,8 @@ connections (Kafka's broker to its controller) do not count against it.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -82,3 +85,27 @@ def test_an_override_for_the_address_applies_to_its_next_connection(bootstrap):
             admin.call(44, 1, {"validate_only": False, "resources": [
                 {"resource_type": 4, "resource_name": "", "configs": [
                     {"name": "max.connections.per.ip.overrides", "config_operation": 1, "value": None}]}]})
+
+
+def test_the_connection_creation_rate_is_a_dynamic_broker_config(bootstrap):
+    """As Kafka's DynamicConnectionQuota: set and removed at run time (cluster default)."""
+    def alter(op: int, value):
+        return admin.call(44, 1, {"validate_only": False, "resources": [
+            {"resource_type": 4, "resource_name": "", "configs": [
+                {"name": "max.connection.creation.rate", "config_operation": op, "value": value}]}]})
+
+    with RawClient(bootstrap, timeout=5) as admin:
+        resp = alter(0, "1000")
+        assert [r.error_code for r in resp.responses] == [0], resp
+        try:
+            for _ in range(50):  # Kafka applies it through its metadata log, a moment later
+                described = admin.call(32, 4, {"resources": [{"resource_type": 4, "resource_name": "",
+                                                               "configuration_keys": ["max.connection.creation.rate"]}],
+                                               "include_synonyms": False, "include_documentation": False})
+                values = [c.value for c in described.results[0].configs]
+                if values:
+                    break
+                time.sleep(0.1)
+            assert values == ["1000"]
+        finally:
+            assert [r.error_code for r in alter(1, None).responses] == [0]

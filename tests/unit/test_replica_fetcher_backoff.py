@@ -44,8 +44,10 @@ def _names(request) -> tuple[set, set]:
     return sent, forgotten
 
 
-def test_an_erroring_partition_backs_off_alone_and_comes_back(followed):
-    async def scenario():
+def _run(followed, scenario) -> None:
+    """``scenario(fetcher)`` on a fetcher of the followed partitions whose task is stopped, so
+    the test drives its requests and answers; after the first request, answered with a session."""
+    async def main():
         fetcher = ReplicaFetcher(2, 1, lambda node: None, CONFIG, on_fetched=lambda part: None)
         fetcher.task.cancel()
         try:
@@ -54,36 +56,33 @@ def test_an_erroring_partition_backs_off_alone_and_comes_back(followed):
             first = fetcher._build_request()
             assert _names(first)[0] == {("t", 0), ("t", 1)} and first.session_epoch == 0
             fetcher.session.handle_response(0, 77)
-            fetcher._process([("t", [_answer(0, ErrorCode.not_leader_or_follower), _answer(1)])])
-            assert set(fetcher.delayed) == {("t", 0)}
-            assert fetcher._release_delayed() == 0  # partition 1 still fetches: no global backoff
-            sent, forgotten = _names(fetcher._build_request())
-            assert forgotten == {("t", 0)} and ("t", 0) not in sent
-
-            fetcher.delayed[("t", 0)] = time.monotonic() - 1  # its backoff is over
-            assert fetcher._release_delayed() == 0 and not fetcher.delayed
-            fetcher.session.handle_response(0, 77)
-            sent, forgotten = _names(fetcher._build_request())
-            assert ("t", 0) in sent and not forgotten
+            scenario(fetcher)
         finally:
             await fetcher.stop()
-    asyncio.run(scenario())
+    asyncio.run(main())
+
+
+def test_an_erroring_partition_backs_off_alone_and_comes_back(followed):
+    def scenario(fetcher):
+        fetcher._process([("t", [_answer(0, ErrorCode.not_leader_or_follower), _answer(1)])])
+        assert set(fetcher.delayed) == {("t", 0)}
+        assert fetcher._release_delayed() == 0  # partition 1 still fetches: no global backoff
+        sent, forgotten = _names(fetcher._build_request())
+        assert forgotten == {("t", 0)} and ("t", 0) not in sent
+
+        fetcher.delayed[("t", 0)] = time.monotonic() - 1  # its backoff is over
+        assert fetcher._release_delayed() == 0 and not fetcher.delayed
+        fetcher.session.handle_response(0, 77)
+        sent, forgotten = _names(fetcher._build_request())
+        assert ("t", 0) in sent and not forgotten
+    _run(followed, scenario)
 
 
 def test_when_every_partition_backs_off_the_fetcher_waits_for_the_first(followed):
-    async def scenario():
-        fetcher = ReplicaFetcher(2, 1, lambda node: None, CONFIG, on_fetched=lambda part: None)
-        fetcher.task.cancel()
-        try:
-            for part in followed:
-                fetcher.add(part)
-            fetcher._build_request()
-            fetcher.session.handle_response(0, 77)
-            fetcher._process([("t", [_answer(0, ErrorCode.unknown_topic_or_partition),
-                                     _answer(1, ErrorCode.not_leader_or_follower)])])
-            assert 0 < fetcher._release_delayed() <= 1.0
-            fetcher.add(followed[0])  # given again (a new leader epoch): fetched at once
-            assert fetcher._release_delayed() == 0 and ("t", 0) not in fetcher.delayed
-        finally:
-            await fetcher.stop()
-    asyncio.run(scenario())
+    def scenario(fetcher):
+        fetcher._process([("t", [_answer(0, ErrorCode.unknown_topic_or_partition),
+                                 _answer(1, ErrorCode.not_leader_or_follower)])])
+        assert 0 < fetcher._release_delayed() <= 1.0
+        fetcher.add(followed[0])  # given again (a new leader epoch): fetched at once
+        assert fetcher._release_delayed() == 0 and ("t", 0) not in fetcher.delayed
+    _run(followed, scenario)

@@ -5,12 +5,17 @@ Behavior:
 - An unknown version is answered by the server layer in the v0 layout with
   UNSUPPORTED_VERSION and ApiVersions' own range, so any client can downgrade (KIP-511).
 - The response header is always v0, even for flexible versions.
-- No finalized features are advertised: clients stay on transaction version 1.
+- v3+: the features this broker supports and the cluster's finalized levels with their epoch
+  (coordinator/controller/features.py; ``kafka-features describe`` reads them here).
+  ``transaction.version`` is supported up to 1, so clients stay on transaction version 1.
 
 Version notes:
-- v1 adds throttle_time_ms; v3 (KIP-511) is flexible and carries the client software name.
+- v1 adds throttle_time_ms; v3 (KIP-511) is flexible and carries the client software name,
+  and the features (tagged fields). Below v4 a supported feature whose minimum is 0 is left
+  out, as Kafka leaves it out (KAFKA-17492: older clients cannot read it).
 """
 
+from coordinator.controller.features import SUPPORTED, effective_levels
 from protocol.api import REGISTRY, register
 
 from ..request_context import RequestContext
@@ -18,9 +23,18 @@ from ..request_context import RequestContext
 
 @register(18, 0, 4)
 async def handle_api_versions(ctx: RequestContext, request) -> dict:
-    return {
+    response = {
         "error_code": 0,
         "api_keys": [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
                      for s in sorted(REGISTRY.values(), key=lambda s: s.key)],
         "throttle_time": 0,
     }
+    if ctx.api_version >= 3:
+        metadata = ctx.services.metadata
+        response["supported_features"] = [{"name": name, "min_version": low, "max_version": high}
+                                          for name, (low, high) in SUPPORTED.items()
+                                          if low > 0 or ctx.api_version >= 4]
+        response["finalized_features_epoch"] = metadata.features_epoch
+        response["finalized_features"] = [{"name": name, "max_version_level": level, "min_version_level": level}
+                                          for name, level in effective_levels(metadata.finalized_features).items()]
+    return response

@@ -21,6 +21,7 @@
 #   kafka-metadata-quorum        org.apache.kafka.tools.MetadataQuorumCommand
 #   kafka-acls                   org.apache.kafka.tools.AclCommand
 #   kafka-cluster                org.apache.kafka.tools.ClusterTool
+#   kafka-features               org.apache.kafka.tools.FeatureCommand
 #   kafka-server-start           kafka.Kafka
 # (a trailing ".sh" on an alias is accepted too: kafka-topics.sh)
 #
@@ -60,6 +61,7 @@ case "$CLASS" in
   kafka-metadata-quorum)     CLASS=org.apache.kafka.tools.MetadataQuorumCommand ;;
   kafka-acls)                CLASS=org.apache.kafka.tools.AclCommand ;;
   kafka-cluster)             CLASS=org.apache.kafka.tools.ClusterTool ;;
+  kafka-features)            CLASS=org.apache.kafka.tools.FeatureCommand ;;
   kafka-server-start)        CLASS=kafka.Kafka ;;
 esac
 

@@ -24,6 +24,7 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
     scram/<user>                    a user's SCRAM credentials by mechanism
     quotas/<entity key>             a client-quota entity's quotas (client_quotas.entity_key)
     acls/<id>                       one ACL (its id derives from its content)
+    features                        the finalized feature levels; its mod_revision is their epoch
 
 Every write is one etcd transaction that compares what it depends on: a topic is created only
 if absent, a partition changes only at the mod_revision this broker read (and, for controller
@@ -317,6 +318,7 @@ class EtcdMetadataStore(MetadataCache):
         self.group_configs = {}
         self.scram_credentials = {}
         self.client_quotas = {}
+        self.finalized_features, self.features_epoch = None, 0
         self.registered, self._alive = {}, {}
         self.controller_id, self.controller_epoch = -1, 0
         for kv in result:
@@ -432,6 +434,8 @@ class EtcdMetadataStore(MetadataCache):
             self.scram_credentials = {**self.scram_credentials, "/".join(parts[1:]): json.loads(value)}
         elif kind == "quotas":
             self.client_quotas = {**self.client_quotas, "/".join(parts[1:]): json.loads(value)}
+        elif kind == "features":
+            self.finalized_features, self.features_epoch = json.loads(value), mod_revision
         return None
 
     def _apply_delete(self, key: bytes) -> str | None:
@@ -635,6 +639,16 @@ class EtcdMetadataStore(MetadataCache):
             raise KafkaError(ErrorCode.policy_violation, f"At most {MAX_TXN_OPS} entities can be altered at once")
         _ok, revision = await self._txn([], ops)
         await self.wait_applied(revision)
+
+    async def update_features(self, levels: dict[str, int], expected_epoch: int) -> bool:
+        """Finalize ``levels`` by compare-and-swap on the ``features`` key (its mod_revision is
+        the epoch the levels were planned on; 0: never written); False when it moved."""
+        t = self.client.transactions
+        key = self.key("features")
+        ok, revision = await self._txn([t.mod(key) == expected_epoch], [t.put(key, _dumps(levels))])
+        if ok:
+            await self.wait_applied(revision)
+        return ok
 
     async def alter_partitions(self, changes: Iterable[tuple[str, int, PartitionState, int]],
                                controller_epoch: int | None = None, wait: bool = False) -> set[tuple[str, int]]:

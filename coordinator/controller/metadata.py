@@ -120,6 +120,10 @@ class MetadataCache:
         # Client quotas by entity key and quota key (coordinator/controller/client_quotas.py).
         self.client_quotas: dict[str, dict[str, float]] = {}
         self.acls: dict[str, StandardAcl] = {}  # by ACL id
+        # Finalized feature levels as last changed (None: never changed, the defaults apply;
+        # coordinator/controller/features.py) and the epoch of that change.
+        self.finalized_features: dict[str, int] | None = None
+        self.features_epoch = 0
         self.acl_listeners: list[Callable[[], None]] = []  # the ACLs changed
         # Topic id -> topic, filled on lookup (Produce v13 and Fetch v13+ resolve ids per request);
         # an entry counts only while ``topics`` still holds that very TopicState.

@@ -2,7 +2,8 @@
 
 Owns: the cluster id, topics (id, partition count, per-topic config overrides), each
 partition's leader, replicas, ISR and leader epoch, the producer-id block counter, the
-group config overrides, the SCRAM credentials, the client quotas and the ACLs (by id). Every
+group config overrides, the SCRAM credentials, the client quotas, the ACLs (by id) and the
+finalized feature levels. Every
 change is written to a temp file, fsynced and renamed before it is applied in memory, so an
 acknowledged CreateTopics or a handed-out producer-id block survives kill -9.
 
@@ -74,6 +75,8 @@ class MetadataStore(MetadataCache):
         self.group_configs = {g: dict(c) for g, c in raw.get("group_configs", {}).items()}
         self.scram_credentials = raw.get("scram_credentials", {})
         self.client_quotas = raw.get("client_quotas", {})
+        self.finalized_features = raw.get("finalized_features")
+        self.features_epoch = raw.get("features_epoch", 0)
         for name, t in raw["topics"].items():
             self.topics[name] = TopicState(name, t["topic_id"],
                                            [PartitionState.from_json(p) for p in t["partitions"]],
@@ -99,6 +102,8 @@ class MetadataStore(MetadataCache):
             "scram_credentials": self.scram_credentials,
             "client_quotas": self.client_quotas,
             "acls": {acl_id: acl.to_json() for acl_id, acl in self.acls.items()},
+            "finalized_features": self.finalized_features,
+            "features_epoch": self.features_epoch,
         }
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -160,6 +165,15 @@ class MetadataStore(MetadataCache):
             else:
                 self.client_quotas.pop(entity, None)
         self._save()
+
+    def update_features(self, levels: dict[str, int], expected_epoch: int) -> bool:
+        """Finalize ``levels`` if the levels are still those of ``expected_epoch``; the new
+        epoch is this change's metadata offset."""
+        if expected_epoch != self.features_epoch:
+            return False
+        self.finalized_features, self.features_epoch = dict(levels), self.metadata_offset + 1
+        self._save()
+        return True
 
     def elect_self_leader_everywhere(self) -> None:
         """At start-up this broker (re)takes leadership: every leader epoch is bumped."""

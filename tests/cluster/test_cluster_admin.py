@@ -240,3 +240,30 @@ def test_client_quotas_altered_on_one_broker_are_described_by_every_broker(clust
     for node in cluster.nodes.values():
         wait_for(lambda node=node: describe_quotas(node.address, [("user", 0, user)]) == [], 30,
                  f"broker {node.node_id} to forget the quota of {user}")
+
+
+def test_a_feature_level_changed_through_one_broker_is_answered_by_every_broker(cluster):
+    """UpdateFeatures on one broker (a downgrade, then back): every broker's ApiVersions v4
+    answers the new finalized level and a newer epoch, from its own image."""
+    from tests.support.raw import RawClient
+
+    def finalized(node) -> tuple[int, dict]:
+        with RawClient(node.address) as c:
+            r = c.call(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+        return r.finalized_features_epoch, {f.name: f.max_version_level for f in r.finalized_features}
+
+    def update(level: int, upgrade_type: int) -> None:
+        with RawClient(cluster.node(min(cluster.nodes)).address) as c:
+            r = c.call(57, 1, {"timeout": 60000, "validate_only": False, "feature_updates": [
+                {"feature": "transaction.version", "max_version_level": level, "upgrade_type": upgrade_type}]})
+        assert (r.error_code, [x.error_code for x in r.results]) == (0, [0]), r
+
+    epochs = {node.node_id: finalized(node)[0] for node in cluster.nodes.values()}
+    update(0, 2)  # a safe downgrade to 0 removes the feature from the finalized set
+    for node in cluster.nodes.values():
+        wait_for(lambda node=node: (e := finalized(node))[1] == {} and e[0] > epochs[node.node_id], 30,
+                 f"broker {node.node_id} to answer the downgrade")
+    update(1, 1)
+    for node in cluster.nodes.values():
+        wait_for(lambda node=node: finalized(node)[1] == {"transaction.version": 1}, 30,
+                 f"broker {node.node_id} to answer the upgrade")

@@ -522,3 +522,35 @@ def test_configs_for_a_group(bootstrap):
     assert bad.returncode != 0 and "Value must be at least 1000" in bad.stdout + bad.stderr
     kafka("kafka-configs", *base, "--alter", "--delete-config", "share.auto.offset.reset")
     assert "share.auto.offset.reset" not in kafka("kafka-configs", *base, "--describe").stdout
+
+
+def _features(bootstrap: str) -> dict[str, dict[str, str]]:
+    out = kafka("kafka-features", "--bootstrap-server", bootstrap, "describe").stdout
+    rows = {}
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(\w+): (\S+)", line))
+        if "Feature" in fields:
+            rows[fields["Feature"]] = fields
+    return rows
+
+
+def test_features_describe_upgrade_and_downgrade(bootstrap):
+    """kafka-features: transaction.version is described with its supported range and finalized
+    level; an upgrade past the supported maximum is refused with Kafka's reason, a downgrade
+    and the upgrade back change the level every describe then shows."""
+    tv = _features(bootstrap)["transaction.version"]
+    top, level = int(tv["SupportedMaxVersion"]), int(tv["FinalizedVersionLevel"])
+    assert int(tv["SupportedMinVersion"]) == 0 and 1 <= level <= top
+    refused = kafka("kafka-features", "--bootstrap-server", bootstrap, "upgrade", "--feature",
+                    f"transaction.version={top + 1}", check=False)
+    assert refused.returncode != 0 and f"only supports versions 0-{top}" in refused.stdout + refused.stderr
+    try:
+        res = kafka("kafka-features", "--bootstrap-server", bootstrap, "downgrade", "--feature",
+                    f"transaction.version={level - 1}")
+        assert f"transaction.version was downgraded to {level - 1}." in res.stdout
+        assert int(_features(bootstrap)["transaction.version"]["FinalizedVersionLevel"]) == level - 1
+    finally:
+        res = kafka("kafka-features", "--bootstrap-server", bootstrap, "upgrade", "--feature",
+                    f"transaction.version={level}")
+    assert f"transaction.version was upgraded to {level}." in res.stdout
+    assert int(_features(bootstrap)["transaction.version"]["FinalizedVersionLevel"]) == level

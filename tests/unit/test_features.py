@@ -1,0 +1,48 @@
+"""Feature level updates as Kafka's FeatureControlManager checks them (coordinator/controller/features.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from coordinator.controller.features import (
+    DEFAULT_LEVELS,
+    FeatureUpdate,
+    InvalidUpdate,
+    UpgradeType,
+    effective_levels,
+    plan_update,
+)
+
+TV = "transaction.version"
+
+
+def test_a_cluster_that_never_changed_a_level_has_the_defaults():
+    assert effective_levels(None) == DEFAULT_LEVELS
+    assert effective_levels({}) == {}
+
+
+@pytest.mark.parametrize("update, reason", [
+    (FeatureUpdate(TV, 2), "Invalid update version 2 for feature transaction.version. Local controller 1 "
+                           "only supports versions 0-1"),
+    (FeatureUpdate("no.such.feature", 1), "Invalid update version 1 for feature no.such.feature. Local "
+                                          "controller 1 does not support this feature."),
+    (FeatureUpdate(TV, -1, UpgradeType.SAFE_DOWNGRADE), "A feature version cannot be less than 0."),
+    (FeatureUpdate(TV, 0), "Can't downgrade the version of this feature without setting the upgrade type"),
+    (FeatureUpdate(TV, 1, UpgradeType.UNKNOWN), "The controller does not support the given upgrade type."),
+])
+def test_refused_updates_say_why_as_kafka(update, reason):
+    with pytest.raises(InvalidUpdate) as refused:
+        plan_update(None, [update], node_id=1)
+    assert reason in str(refused.value)
+
+
+def test_a_downgrade_type_cannot_raise_a_level():
+    with pytest.raises(InvalidUpdate, match="Can't downgrade to a newer version."):
+        plan_update({}, [FeatureUpdate(TV, 1, UpgradeType.SAFE_DOWNGRADE)], node_id=1)
+
+
+def test_a_downgrade_to_zero_removes_the_feature_and_an_upgrade_brings_it_back():
+    downgraded = plan_update(None, [FeatureUpdate(TV, 0, UpgradeType.SAFE_DOWNGRADE)], node_id=1)
+    assert downgraded == {}
+    assert plan_update(downgraded, [FeatureUpdate(TV, 1)], node_id=1) == {TV: 1}
+    assert plan_update(downgraded, [FeatureUpdate(TV, 0)], node_id=1) == {}  # unchanged: no downgrade

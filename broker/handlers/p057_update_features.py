@@ -17,6 +17,8 @@ Version notes:
   controller; any broker applies it here.
 """
 
+import asyncio
+
 from coordinator.controller.features import FeatureUpdate, InvalidUpdate, UpgradeType, plan_update
 from protocol.api import register
 from protocol.errors import ErrorCode
@@ -48,6 +50,7 @@ async def handle_update_features(ctx: RequestContext, request) -> dict:
             written = metadata.update_features(levels, epoch)
         if written:
             break
+        await asyncio.sleep(0.05)  # the image catches up with the update that came first
     else:
         return _response(ctx, ErrorCode.request_timed_out, "The feature levels kept changing; try again.", [])
     return _response(ctx, 0, None, updates)

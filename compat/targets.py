@@ -209,6 +209,11 @@ def _secure(stack: contextlib.ExitStack, workdir: Path, config: dict[str, str], 
         secure["ssl.client.auth"] = "required"
         client = ca.issue("client", cn="compat-client")
         security = ClientSecurity("SSL", ca.pem, cert=client.cert, key=client.key, bundle=client.bundle)
+    if config.get("authorizer.class.name") and "super.users" not in config:
+        # Every test client authenticates here, so only the broker itself (Kafka's controller
+        # listener) and this set-up's PLAINTEXT admin calls are ANONYMOUS: a super user, or a
+        # suite's first ACL (librdkafka's 0081) would lock Kafka's broker out of its controller.
+        config = {**config, "super.users": "User:ANONYMOUS"}
     port = free_port()
     if system == "kbroker":
         from tests.support.broker_process import BrokerProcess

@@ -14,7 +14,6 @@ replicas (KIP-966); an ISR change is written by the leader into the metadata sto
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -51,9 +50,6 @@ class _DelayedProduce:
     future: asyncio.Future
 
 
-_changes = itertools.count(1)  # one sequence for every partition: a version is never reused
-
-
 @dataclass
 class Partition:
     topic: str
@@ -74,9 +70,6 @@ class Partition:
     watchers: set = field(default_factory=set)
     delayed: list[_DelayedProduce] = field(default_factory=list)
     on_hw_advance: Callable[[Partition], None] | None = None
-    # Moves on every change a fetch could report (records, high watermark, role, replicas,
-    # ISR): a fetch session skips a partition whose version it has read with nothing to tell.
-    version: int = field(default_factory=lambda: next(_changes))
 
     # --- role -------------------------------------------------------------------------------------
 
@@ -96,9 +89,8 @@ class Partition:
         return self.isr + [r for r in self.pending_isr if r not in self.isr]
 
     def changed(self) -> None:
-        """Something a fetch could report changed: a new version, and the sessions that had
-        read this partition to its end read it again."""
-        self.version = next(_changes)
+        """Something a fetch could report changed (records, high watermark, role, replicas,
+        ISR): the sessions that had read this partition to its end read it again."""
         if self.watchers:
             watchers, self.watchers = self.watchers, set()
             for session in watchers:

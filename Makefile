@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling bench-startup compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -126,6 +126,11 @@ bench-clients: tools
 # latency at 200 records/s, ISR fill, restart; a table, JSON and a PNG in bench/results/.
 bench-scaling: tools
 	$(PY) bench/scaling_bench.py --target both $(ARGS)
+
+# A broker for a test: start to first Metadata and to first acknowledged record, EmbeddedBroker
+# then Apache Kafka 4.3.1 (and its container where Docker holds the image).
+bench-startup: tools
+	$(PY) bench/startup_bench.py --target both $(ARGS)
 
 # Other projects' test suites and Kafka's tools against fresh brokers (one kbroker node, three,
 # then Apache Kafka 4.3.1 likewise); rewrites the matrix in compat/README.md. ARGS narrows it,

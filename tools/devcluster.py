@@ -430,14 +430,11 @@ class SecureSetup:
 
 
 def metadata_broker_ids(host: str, port: int, timeout: float = 2.0) -> list[int]:
-    """The brokers a Metadata request (no topics) lists, through the project's own client."""
-    from tools.kafka_client import KafkaClient, KafkaClientError
+    """The brokers a Metadata request (no topics) lists. The probe uses the standard library
+    only, so that ``kbroker.cluster`` can run this module inside other projects' processes."""
+    from kbroker.wire import metadata_broker_ids as probe
 
-    try:
-        with KafkaClient(f"{host}:{port}", client_id="devcluster", request_timeout=timeout) as client:
-            return sorted(client.metadata([]).brokers)
-    except KafkaClientError as exc:
-        raise OSError(str(exc)) from exc
+    return probe(host, port, timeout, client_id="devcluster")
 
 
 def main(argv: list[str] | None = None) -> int:

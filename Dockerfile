@@ -34,6 +34,9 @@ COPY security /src/security
 COPY broker /src/broker
 COPY tools /src/tools
 COPY pipeline /src/pipeline
+COPY kbroker /src/kbroker
+COPY _build /src/_build
+COPY setup.py MANIFEST.in /src/
 RUN pip install -q --no-deps /src && rm -rf /src/build
 
 COPY compose/broker.properties /etc/kbroker/server.properties

@@ -49,7 +49,8 @@ def collect(run: PytestRun) -> list[str]:
     """The suite's test ids (relative to its folder), from ``pytest --collect-only``."""
     out = subprocess.run([*run.base(), "--collect-only", "-q", run.folder], cwd=run.root,
                          env=run.environ(), capture_output=True, text=True, timeout=300)
-    ids = [run.rel(line.strip()) for line in out.stdout.splitlines() if "::" in line]
+    ids = [run.rel(line.strip()) for line in out.stdout.splitlines()
+           if line.startswith(f"{run.folder}/") and "::" in line]  # not the warnings' lines
     if not ids:
         raise RuntimeError(f"pytest collected nothing:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
     return ids

@@ -24,7 +24,10 @@ import secrets
 import sys
 from pathlib import Path
 
-from tools.dev_ca import DevCA
+from kbroker.layout import app_root
+
+sys.path.insert(0, str(app_root()))  # the image installs the broker's packages inside kbroker
+from tools.dev_ca import DevCA  # noqa: E402
 
 CONTAINER_DIR = "/etc/kbroker/secrets"
 BROKER_HOSTS = ("broker1", "broker2", "broker3", "127.0.0.1", "localhost")

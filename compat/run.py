@@ -39,7 +39,7 @@ from compat.targets import SECURE_TARGETS, TARGETS, started
 log = structlog.get_logger("compat")
 
 # In matrix order; CI's fast subset is marked by each runner's FAST flag.
-SUITES = ("confluent-kafka-python", "kafka-python", "aiokafka", "quixstreams", "faust-streaming", "librdkafka", "java-client", "kafka-tools",
+SUITES = ("confluent-kafka-python", "kafka-python", "aiokafka", "quixstreams", "faust-streaming", "bytewax", "librdkafka", "java-client", "kafka-tools",
           "kafkajs", "franz-go", "sarama", "kcat")
 
 

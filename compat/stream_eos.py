@@ -68,6 +68,11 @@ class Verdict:
     seconds: float
 
     @property
+    def lossless(self) -> bool:
+        """Every input in the output at least once (duplicates aside)."""
+        return not self.missing
+
+    @property
     def exact(self) -> bool:
         return not (self.missing or self.duplicated or self.out_of_order or self.bad_counts) \
             and self.outputs == self.inputs

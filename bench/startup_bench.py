@@ -58,30 +58,27 @@ def first_ack(bootstrap: str, t0: float) -> float:
     return acked[0] - t0
 
 
-def run_ours() -> dict[str, float]:
+def timed(start, bootstrap_of, stop) -> dict[str, float]:
+    """``start()`` a broker, take the two moments, ``stop(broker)`` it and time that too."""
     t0 = time.monotonic()
-    broker = EmbeddedBroker().start()
+    broker = start()
     try:
         metadata = time.monotonic() - t0
-        ack = first_ack(broker.bootstrap_servers, t0)
+        ack = first_ack(bootstrap_of(broker), t0)
     finally:
         t1 = time.monotonic()
-        broker.close()
+        stop(broker)
     return {"metadata_s": metadata, "first_ack_s": ack, "stop_s": time.monotonic() - t1}
+
+
+def run_ours() -> dict[str, float]:
+    return timed(lambda: EmbeddedBroker().start(), lambda b: b.bootstrap_servers, lambda b: b.close())
 
 
 def run_kafka() -> dict[str, float]:
     from compat.kafka.kraft import KafkaBroker
 
-    t0 = time.monotonic()
-    kb = KafkaBroker().start()
-    try:
-        metadata = time.monotonic() - t0
-        ack = first_ack(kb.bootstrap, t0)
-    finally:
-        t1 = time.monotonic()
-        kb.stop()
-    return {"metadata_s": metadata, "first_ack_s": ack, "stop_s": time.monotonic() - t1}
+    return timed(lambda: KafkaBroker().start(), lambda kb: kb.bootstrap, lambda kb: kb.stop())
 
 
 def container_unavailable() -> str | None:

@@ -32,6 +32,7 @@ import signal
 import subprocess
 import time
 import uuid
+import venv
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,27 @@ from pathlib import Path
 import structlog
 
 log = structlog.get_logger("compat.stream_eos")
+
+
+# The broker settings and matrix features of every stream-processor row.
+BROKER_CONFIG: dict[str, str] = {
+    "auto.create.topics.enable": "false",  # the frameworks create their changelog topics themselves
+    "group.initial.rebalance.delay.ms": "0",
+    "transaction.state.log.num.partitions": "5",
+    "offsets.topic.num.partitions": "5",
+}
+FEATURES = {feature: [r"."] for feature in
+            ("bootstrap", "produce", "consume", "groups", "transactions", "read_committed")}
+
+
+def own_venv(cache: Path, requirement: str) -> Path:
+    """The python of a virtual environment of the framework's own (made once under ``cache``):
+    the frameworks pin clients the project's venv must not be downgraded to."""
+    python = cache / "venv" / "bin" / "python"
+    if not python.exists():
+        venv.create(cache / "venv", with_pip=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", requirement], check=True)
+    return python
 
 
 @dataclass

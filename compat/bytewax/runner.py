@@ -13,9 +13,10 @@ import os
 import subprocess
 import sys
 import uuid
-import venv
 from collections import Counter
 from pathlib import Path
+
+from compat import stream_eos
 
 SUITE = "bytewax"
 VERSION = "0.21.1"
@@ -30,9 +31,7 @@ FEATURES = {"bootstrap": [r"."], "produce": [r"."], "consume": [r"."]}
 
 
 def prepare() -> str:
-    if not PYTHON.exists():
-        venv.create(CACHE / "venv", with_pip=True)
-        subprocess.run([str(PYTHON), "-m", "pip", "install", "-q", f"bytewax[kafka]=={VERSION}"], check=True)
+    stream_eos.own_venv(CACHE, f"bytewax[kafka]=={VERSION}")
     return f"bytewax {VERSION}"
 
 

@@ -13,9 +13,7 @@ directory as ``verdict.json``.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import venv
 from pathlib import Path
 
 from compat import stream_eos
@@ -26,27 +24,13 @@ HERE = Path(__file__).resolve().parent
 CACHE = Path.home() / ".cache" / "kbroker" / f"faust-streaming-{VERSION}"
 PYTHON = CACHE / "venv" / "bin" / "python"
 
-BROKER_CONFIG: dict[str, str] = {
-    "auto.create.topics.enable": "false",  # faust creates its changelog topics itself
-    "group.initial.rebalance.delay.ms": "0",
-    "transaction.state.log.num.partitions": "5",
-    "offsets.topic.num.partitions": "5",
-}
+BROKER_CONFIG = stream_eos.BROKER_CONFIG
 FAST = False
-FEATURES = {
-    "bootstrap": [r"."],
-    "produce": [r"."],
-    "consume": [r"."],
-    "groups": [r"."],
-    "transactions": [r"."],
-    "read_committed": [r"."],
-}
+FEATURES = stream_eos.FEATURES
 
 
 def prepare() -> str:
-    if not PYTHON.exists():
-        venv.create(CACHE / "venv", with_pip=True)
-        subprocess.run([str(PYTHON), "-m", "pip", "install", "-q", f"faust-streaming=={VERSION}"], check=True)
+    stream_eos.own_venv(CACHE, f"faust-streaming=={VERSION}")
     return f"faust-streaming {VERSION}"
 
 

@@ -12,9 +12,7 @@ repeat). Its verdict is written to the work directory as ``verdict.json``.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-import venv
 from pathlib import Path
 
 from compat import stream_eos
@@ -25,27 +23,13 @@ HERE = Path(__file__).resolve().parent
 CACHE = Path.home() / ".cache" / "kbroker" / f"quixstreams-{VERSION}"
 PYTHON = CACHE / "venv" / "bin" / "python"
 
-BROKER_CONFIG: dict[str, str] = {
-    "auto.create.topics.enable": "false",  # Quix creates its changelog topics itself
-    "group.initial.rebalance.delay.ms": "0",
-    "transaction.state.log.num.partitions": "5",
-    "offsets.topic.num.partitions": "5",
-}
+BROKER_CONFIG = stream_eos.BROKER_CONFIG
 FAST = False
-FEATURES = {
-    "bootstrap": [r"."],
-    "produce": [r"."],
-    "consume": [r"."],
-    "groups": [r"."],
-    "transactions": [r"."],
-    "read_committed": [r"."],
-}
+FEATURES = stream_eos.FEATURES
 
 
 def prepare() -> str:
-    if not PYTHON.exists():
-        venv.create(CACHE / "venv", with_pip=True)
-        subprocess.run([str(PYTHON), "-m", "pip", "install", "-q", f"quixstreams=={VERSION}"], check=True)
+    stream_eos.own_venv(CACHE, f"quixstreams=={VERSION}")
     return f"quixstreams {VERSION}"
 
 

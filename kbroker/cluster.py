@@ -93,6 +93,8 @@ class EmbeddedCluster(TopicAdmin):
         return self
 
     def close(self) -> None:
+        for node_id in self.node_ids:  # a paused broker cannot shut down
+            self.resume(node_id)
         self._cluster.stop()
         if self._own_dir and not self.keep_data and not os.environ.get("KBROKER_KEEP_DATA"):
             shutil.rmtree(self.dir, ignore_errors=True)

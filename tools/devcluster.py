@@ -30,14 +30,10 @@ import sys
 import time
 from pathlib import Path
 
+from kbroker.process import free_port  # noqa: F401  (the one free-port picker; the tests import it from here)
+
 REPO = Path(__file__).resolve().parents[1]
 ETCD_CANDIDATES = ("etcd", "/usr/bin/etcd", "/usr/local/bin/etcd")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def terminate(proc: subprocess.Popen | None, timeout: float) -> int:

@@ -1,4 +1,4 @@
-"""The network layer: one ``asyncio.Protocol`` per client connection.
+"""The network layer: one ``asyncio.BufferedProtocol`` per client connection.
 
 Like Kafka, a connection's requests are processed one at a time, to completion, and answered
 in order (an idempotent producer's five in-flight batches must be appended in the order sent;
@@ -41,6 +41,7 @@ from security.sasl import SASL_HANDSHAKE, AuthenticationFailed, IllegalSaslState
 
 from .connection_quotas import ConnectionQuotas, ConnectionRefused
 from .quotas import REQUEST, RequestTime, user_name
+from .receive_buffer import FrameTooLarge, ReceiveBuffer
 from .request_context import NO_RESPONSE, CloseConnection, RequestContext
 from .services import BrokerServices
 
@@ -79,7 +80,7 @@ class ConnectionHost(BrokerServices, Protocol):
     def unsupported_api_versions_response(self, correlation_id: int) -> tuple[bytes, bytes]: ...
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: ConnectionHost, listener: str | None = None,
                  security: ListenerSecurity = PLAINTEXT) -> None:
         self.broker = broker
@@ -89,7 +90,6 @@ class KafkaConnection(asyncio.Protocol):
         self.session_expiry: float | None = None  # time.monotonic(); set by a SASL login
         self.muted_until = 0.0  # time.monotonic(): a quota's throttle (KIP-219)
         self.sasl = security.sasl_authenticator()  # None unless SASL_PLAINTEXT / SASL_SSL
-        self.buffer = bytearray()
         self.frames: deque[bytes] = deque()
         self.transport: asyncio.Transport | None = None
         self.worker: asyncio.Task | None = None
@@ -100,6 +100,7 @@ class KafkaConnection(asyncio.Protocol):
         self.client_host = ""
         self.admitted = False  # counted by the broker's connection quotas
         self.max_request = broker.config["socket.request.max.bytes"]
+        self.received = ReceiveBuffer(self.max_request)
 
     @property
     def security_protocol(self) -> str:
@@ -144,23 +145,17 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.metrics.connections.inc()
         await self._process()
 
-    def data_received(self, data: bytes) -> None:
-        buf = self.buffer
-        buf += data
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 0 or size > self.max_request:
-                self._close_for("frame_size", size=size, limit=self.max_request)
-                return
-            if n - pos - 4 < size:
-                break
-            self.frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
-        if pos:
-            del buf[:pos]
-        if self.frames:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.received.writable(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.received.written(nbytes)
+        except FrameTooLarge as exc:
+            self._close_for("frame_size", size=exc.size, limit=self.max_request)
+            return
+        if frames:
+            self.frames.extend(frames)
             self.wakeup.set()
             if len(self.frames) >= MAX_QUEUED_REQUESTS and not self.paused:
                 self.paused = True

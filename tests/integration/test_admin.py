@@ -42,6 +42,14 @@ TIMEOUT = 15
 _ADMINS: dict = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _admins_released():
+    """The module's clients go with it: the session broker outlives them, and a client left
+    alive at exit logs connection errors once that broker stops."""
+    yield
+    _ADMINS.clear()
+
+
 def admin(bootstrap: str):
     """One AdminClient per broker address, kept alive: a future of a destroyed client never resolves."""
     if bootstrap not in _ADMINS:

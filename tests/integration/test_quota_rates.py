@@ -72,6 +72,9 @@ class Sender(threading.Thread):
                 self.producer.poll(0.05)
             self.producer.poll(0)
         self.producer.flush(30)
+        # Its throttle callback holds this thread: without the reference dropped, the cycle keeps
+        # the client (and its reconnect attempts) alive after the broker is gone.
+        self.producer = None
 
 
 def test_a_limited_producer_gets_its_quota_and_an_unlimited_one_keeps_its_rate(bootstrap):

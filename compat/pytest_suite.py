@@ -30,9 +30,10 @@ class PytestRun:
     env: dict[str, str]             # extra environment (bootstrap, PYTHONPATH)
     per_test_timeout: int = 120     # pytest-timeout, seconds
     extra_args: list[str] = field(default_factory=list)
+    python: str = sys.executable    # a suite whose client pins its own dependencies has its own venv
 
     def base(self) -> list[str]:
-        return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(self.root),
+        return [self.python, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir", str(self.root),
                 "-c", str(self.root / "pytest.ini"), *self.extra_args]
 
     def environ(self) -> dict[str, str]:

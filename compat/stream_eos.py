@@ -25,6 +25,7 @@ reads ``COMPAT_BOOTSTRAP``, ``COMPAT_INPUT``, ``COMPAT_OUTPUT``, ``COMPAT_GROUP`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -53,13 +54,19 @@ FEATURES = {feature: [r"."] for feature in
             ("bootstrap", "produce", "consume", "groups", "transactions", "read_committed")}
 
 
-def own_venv(cache: Path, requirement: str) -> Path:
+def own_venv(cache: Path, requirement: str, extra: tuple[str, ...] = ()) -> Path:
     """The python of a virtual environment of the framework's own (made once under ``cache``):
-    the frameworks pin clients the project's venv must not be downgraded to."""
+    the frameworks pin clients the project's venv must not be downgraded to. ``extra``: more
+    requirements (a test suite's), installed once as a set."""
     python = cache / "venv" / "bin" / "python"
     if not python.exists():
         venv.create(cache / "venv", with_pip=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", requirement], check=True)
+    if extra:
+        stamp = cache / "venv" / f".extra-{hashlib.sha256(' '.join(extra).encode()).hexdigest()[:12]}"
+        if not stamp.exists():
+            subprocess.run([str(python), "-m", "pip", "install", "-q", requirement, *extra], check=True)
+            stamp.touch()
     return python
 
 

@@ -8,8 +8,8 @@ the harness and its read_committed check in the project's venv. One scenario (an
 to the end of its input), recorded as two tests: ``exactly_once_under_kill9`` (every input exactly
 once in the output and every per-key count sequence without a gap or a repeat) and
 ``no_loss_under_kill9`` (every input at least once). faust-streaming fails the first on every
-broker (FINDINGS.md); the second is what it does keep. The verdict is written to the work
-directory as ``verdict.json``. The fast run (CI) is this scenario alone.
+broker and, now and then, the second (its commit protocol; FINDINGS.md). The verdict is written
+to the work directory as ``verdict.json``. A fast run is this scenario alone.
 
 Its own suite's tests that talk to a broker are ``tests/integration/broker`` (the rest of its
 suite mocks the transport), pointed at the target with its ``FAUST_TEST_BROKER`` setting; they

@@ -15,9 +15,9 @@ application run there, the harness and its read_committed check in the project's
   fixture, which the runner's lines appended to its conftest answer with the target instead of a
   Docker container (``confluentinc/cp-kafka``, defaults but for the settings in ``BROKER_CONFIG``).
   Its unit tests are deselected, not recorded. Not run (recorded as skipped): the Schema
-  Registry and PostgreSQL tests, whose servers are containers of their own. The suite runs on the one-node
-  targets, as against its own one-node container (it takes most of an hour); the three-node
-  targets run the exactly-once scenario.
+  Registry and PostgreSQL tests, whose servers are containers of their own. The suite runs on
+  the one-node targets, as against its own one-node container (a quarter of an hour each); the
+  three-node targets run the exactly-once scenario.
 
 The version is the newest release whose tests the repository snapshots here hold.
 """

@@ -266,6 +266,32 @@ SINGLE_NODE_DEFAULTS = {
 }
 
 
+LISTENER_LIMITS = ("max.connections", "max.connection.creation.rate")
+
+
+def listener_limit_key(listener: str, name: str) -> str:
+    """The listener-prefixed form of a connection limit, as Kafka names it (lower-case listener)."""
+    return f"listener.name.{listener.lower()}.{name}"
+
+
+def is_listener_limit(key: str) -> bool:
+    """``listener.name.<listener>.max.connections`` or ``...max.connection.creation.rate``."""
+    prefix, _, rest = key.partition("listener.name.")
+    listener, _, name = rest.partition(".")
+    return not prefix and bool(listener) and name in LISTENER_LIMITS
+
+
+def listener_limit_value(name: str, raw: str) -> int:
+    """A listener's connection limit: an int, at least 0 (as the broker-wide keys)."""
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {name}: Not a number of type INT") from None
+    if value < 0:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {name}: Value must be at least 0")
+    return value
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """Java .properties: ``#``/``!`` comments, ``=``/``:``/space separators, ``\\`` continuations."""
     out: dict[str, str] = {}
@@ -575,6 +601,9 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
         key = KEYS.get(name)
         if key is None and (is_ssl_key(name) or is_sasl_key(name)):
             security_values[name] = raw
+            continue
+        if key is None and is_listener_limit(name):
+            values[name] = listener_limit_value(name, raw)
             continue
         if key is None:
             close = difflib.get_close_matches(name, KEYS.keys(), n=1)

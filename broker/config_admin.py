@@ -49,7 +49,7 @@ from protocol.errors import ErrorCode, KafkaError
 from security.ssl_factory import SslConfigError, dynamic_store_listener
 
 from . import topic_config
-from .config import KEYS, ConfigError, type_name
+from .config import KEYS, ConfigError, is_listener_limit, listener_limit_value, type_name
 from .dynamic_config_keys import KAFKA_DYNAMIC_CONFIGS
 from .replica_manager import INTERNAL_TOPICS, validate_topic_name
 
@@ -484,7 +484,7 @@ class DynamicBrokerConfigs:
     def validate(configs: dict[str, str]) -> dict[str, str]:
         """INVALID_REQUEST (as Kafka: KAFKA-13609) for read-only, unknown or bad values."""
         unknown = sorted(k for k in configs if k not in KEYS and k not in KAFKA_DYNAMIC_CONFIGS
-                         and dynamic_store_listener(k) is None)
+                         and dynamic_store_listener(k) is None and not is_listener_limit(k))
         if unknown:
             raise KafkaError(ErrorCode.invalid_request, f"Unknown broker configs: {', '.join(unknown)}")
         fixed = sorted(k for k in configs if k in KEYS and k not in DYNAMIC_BROKER_KEYS
@@ -496,6 +496,12 @@ class DynamicBrokerConfigs:
         for name, raw in configs.items():
             if dynamic_store_listener(name) is not None:  # checked with the listener (check_ssl)
                 out[name] = raw
+                continue
+            if is_listener_limit(name):
+                try:
+                    out[name] = str(listener_limit_value(name, raw))
+                except ConfigError as exc:
+                    raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
                 continue
             bad = type_error(name, raw, broker_config_type(name))
             if bad:
@@ -576,6 +582,16 @@ class DynamicBrokerConfigs:
                 values[name] = self.static.get(name)
             else:
                 values[name] = KEYS[name].parse(raw)
+        # A listener's connection limits: the stored value, else the static one, else none.
+        limits = {k for k in set(values) | set(self.per_broker) | set(self.cluster_default) if is_listener_limit(k)}
+        for name in limits:
+            raw = self.per_broker.get(name, self.cluster_default.get(name))
+            if raw is not None:
+                values[name] = int(raw)
+            elif self.static.get(name) is not None:
+                values[name] = self.static[name]
+            else:
+                values.pop(name, None)
         rm = self.broker.replica_manager
         for topic in list(self.broker.metadata.topics.values()):
             internal = topic.name if topic.name in INTERNAL_TOPICS else None

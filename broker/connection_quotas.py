@@ -18,13 +18,17 @@ at which they are created, and the decision whether (and when) a new connection 
   (``host:count,host:count``; a host name counts for the address it resolves to): a connection
   from an address that already has that many is closed at once, and the others from that
   address, and everyone else's, go on.
+- ``listener.name.<listener>.max.connections`` and
+  ``listener.name.<listener>.max.connection.creation.rate`` (KIP-402's listener limits, default
+  unlimited): the same waits, counted per listener, and binding on the inter-broker listener too
+  (its own limit is how an operator bounds it). Static in ``server.properties``, or dynamic per
+  broker or cluster-wide.
 
 The broker settings are dynamic broker configs and the ip quotas client quotas: read on every
 new connection, so a change applies to the next one.
 
-Differs from Kafka: no per-listener limits (``listener.name.<l>.max.connections``,
-``listener.name.<l>.max.connection.creation.rate``); Kafka, over ``max.connections`` because the
-limit was lowered, also closes its least recently used connections, which this does not.
+Differs from Kafka: over ``max.connections`` because the limit was lowered, Kafka also closes
+its least recently used connections, which this does not.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from collections.abc import Callable, Mapping
 
 from coordinator.controller.client_quotas import IP, entity_key
 
+from .config import listener_limit_key
 from .quotas import WINDOW_S, Sensor, throttle_s
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
@@ -77,15 +82,18 @@ class ConnectionQuotas:
         self.client_quotas = client_quotas  # the cluster's stored quotas (ip entities)
         self.clock = clock
         self.by_address: Counter[str] = Counter()
+        self.by_listener: Counter[str | None] = Counter()
         self.total = 0
         self.broker_rate = Sensor()
+        self.listener_rates: dict[str | None, Sensor] = {}
         self.ip_rates: dict[str, Sensor] = {}
         self._slot_freed = asyncio.Event()
 
     async def acquire(self, listener: str | None, address: str) -> None:
-        """Wait, as Kafka's acceptor does, until the broker's creation rate and connection
-        count let the connection in; then count it, or raise :class:`ConnectionRefused`."""
-        delay = self.broker_delay(listener)
+        """Wait, as Kafka's acceptor does, until the creation rates and connection counts (the
+        listener's, then the broker's) let the connection in; then count it, or raise
+        :class:`ConnectionRefused`."""
+        delay = self.creation_delay(listener)
         if delay:
             await asyncio.sleep(delay)
         while not self.slot_available(listener):
@@ -93,18 +101,31 @@ class ConnectionQuotas:
             await self._slot_freed.wait()
         self.admit(listener, address)
 
-    def broker_delay(self, listener: str | None) -> float:
-        """Count the connection in the broker's creation rate; seconds to wait (0: none)."""
-        if listener == self.protected:
-            return 0.0
-        limit = self.config["max.connection.creation.rate"]
-        if limit >= UNLIMITED:
-            return 0.0
+    def listener_limit(self, listener: str | None, name: str) -> int:
+        if listener is None:
+            return UNLIMITED
+        value = self.config.get(listener_limit_key(listener, name))
+        return UNLIMITED if value is None else int(value)
+
+    def creation_delay(self, listener: str | None) -> float:
+        """Count the connection in its listener's and the broker's creation rates; seconds to
+        wait (0: none), the larger of the two throttles as in Kafka."""
         now = self.clock()
+        delay = 0.0
+        limit = self.listener_limit(listener, "max.connection.creation.rate")
+        if limit < UNLIMITED:
+            sensor = self.listener_rates.setdefault(listener, Sensor())
+            sensor.record(1, now)
+            delay = throttle_s(sensor, limit, now, WINDOW_S)
+        limit = self.config["max.connection.creation.rate"]
+        if listener == self.protected or limit >= UNLIMITED:
+            return delay
         self.broker_rate.record(1, now)
-        return throttle_s(self.broker_rate, limit, now, WINDOW_S)
+        return max(delay, throttle_s(self.broker_rate, limit, now, WINDOW_S))
 
     def slot_available(self, listener: str | None) -> bool:
+        if self.by_listener[listener] >= self.listener_limit(listener, "max.connections"):
+            return False
         return listener == self.protected or self.total < self.config["max.connections"]
 
     def admit(self, listener: str | None, address: str) -> None:
@@ -117,6 +138,7 @@ class ConnectionQuotas:
             raise ConnectionRefused(f"Rejected connection from {address}, address already has the configured "
                                     f"maximum of {per_ip} connections.")
         self.by_address[address] += 1
+        self.by_listener[listener] += 1
         self.total += 1
 
     def _record_ip_rate(self, address: str) -> None:
@@ -143,9 +165,10 @@ class ConnectionQuotas:
                 return limit
         return None
 
-    def release(self, address: str) -> None:
+    def release(self, listener: str | None, address: str) -> None:
         self.by_address[address] -= 1
         if self.by_address[address] <= 0:
             del self.by_address[address]
+        self.by_listener[listener] -= 1
         self.total -= 1
         self._slot_freed.set()

@@ -139,7 +139,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except asyncio.CancelledError:
             return
         if self.closed:  # the client left while it waited: give the slot back
-            quotas.release(self.client_host)
+            quotas.release(self.listener, self.client_host)
             return
         self.admitted = True
         self.broker.metrics.connections.inc()
@@ -164,7 +164,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.admitted:
             self.admitted = False
-            self.broker.connection_quotas.release(self.client_host)
+            self.broker.connection_quotas.release(self.listener, self.client_host)
             self.broker.metrics.connections.dec()
         self.closed = True
         if self.worker is None or self.worker.done():

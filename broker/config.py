@@ -284,7 +284,7 @@ def is_listener_limit(key: str) -> bool:
 def listener_limit_value(name: str, raw: str) -> int:
     """A listener's connection limit: an int, at least 0 (as the broker-wide keys)."""
     try:
-        value = int(raw.strip())
+        value = int((raw or "").strip())
     except ValueError:
         raise ConfigError(f"Invalid value {raw!r} for configuration {name}: Not a number of type INT") from None
     if value < 0:

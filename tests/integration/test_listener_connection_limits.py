@@ -57,7 +57,6 @@ def _wait_served(c: RawClient, answered: list) -> None:
 
 
 def test_a_connection_over_the_listener_limit_waits_for_a_slot_on_it(bootstrap):
-    broker_id = _broker_id(bootstrap)  # its connection is closed again before the count below
     clients = []
     try:
         for _ in range(100):  # the broker notices the closed probe on its own time
@@ -78,7 +77,6 @@ def test_a_connection_over_the_listener_limit_waits_for_a_slot_on_it(bootstrap):
         _wait_served(extra, answered)
         assert answered == [0]
         clients.append(extra)
-        assert broker_id
     finally:
         for c in clients:
             c.close()

@@ -165,10 +165,10 @@ class Partition:
         return info
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                      commit: bool) -> AppendInfo:
+                      commit: bool, transaction_version: int = 0) -> AppendInfo:
         self.check_leader()
         info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
-                                      self.leader_epoch)
+                                      self.leader_epoch, transaction_version=transaction_version)
         self.wake_waiters()
         self.maybe_increment_high_watermark()
         return info

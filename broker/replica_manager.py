@@ -349,10 +349,12 @@ class ReplicaManager:
         NOT_LEADER_OR_FOLLOWER (retriable) rather than fail the transaction."""
         self.leader_partition(topic, partition).log.producer_state.check_verification(rb.parse_header(records), guard)
 
-    def start_verification(self, topic: str, partition: int, producer_id: int, producer_epoch: int) -> object | None:
+    def start_verification(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
+                           supports_epoch_bump: bool = False) -> object | None:
         """A verification guard for ``producer_id``'s transaction on a partition led here."""
         part = self.partitions.get((topic, partition))
-        return None if part is None else part.log.producer_state.start_verification(producer_id, producer_epoch)
+        return None if part is None else part.log.producer_state.start_verification(producer_id, producer_epoch,
+                                                                                    supports_epoch_bump)
 
     async def append_replicated(self, topic: str, partition: int, records: bytes, timeout_ms: int,
                                 *, client: bool = False, verification_guard: object | None = None,
@@ -377,9 +379,10 @@ class ReplicaManager:
         return info
 
     def append_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                      coordinator_epoch: int, commit: bool) -> AppendInfo:
+                      coordinator_epoch: int, commit: bool, transaction_version: int = 0) -> AppendInfo:
         """Append a transaction marker (WriteTxnMarkers); the LSO may advance."""
-        return self.get(topic, partition).append_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        return self.get(topic, partition).append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
+                                                        transaction_version)
 
     def apply_retention(self) -> int:
         """Delete the segments past retention; a partition whose log start moved is changed

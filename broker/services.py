@@ -29,11 +29,12 @@ if TYPE_CHECKING:
 
 
 class PartitionVerifier(Protocol):
-    """KIP-890's check, asked by a partition leader before it appends transactional data."""
+    """KIP-890's check (or, with ``add``, its part 2 implicit add), asked by a partition leader
+    before it appends transactional data."""
 
     async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """0 for each partition in the producer's ongoing transaction, else an error code."""
+                                partitions: list[tuple[str, int]], *, add: bool = False) -> dict[tuple[str, int], int]:
+        """0 for each partition in (or added to) the producer's ongoing transaction, else an error code."""
         ...
 
 

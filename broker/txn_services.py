@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from coordinator.controller.features import TRANSACTION_VERSION, effective_levels
 from coordinator.runtime import fault_points
 
 from .coordinator_services import BrokerCoordinatorServices
@@ -45,20 +46,29 @@ class BrokerTxnServices(BrokerCoordinatorServices):
     def generate_producer_id(self) -> int:
         return self.broker.producer_ids.generate_producer_id()
 
+    def transaction_version(self) -> int:
+        return effective_levels(self.broker.metadata.finalized_features).get(TRANSACTION_VERSION, 0)
+
     # --- inter-broker -------------------------------------------------------------------------------
 
     async def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """KIP-890: is each partition in the producer's ongoing transaction? Asked of the local
+                                partitions: list[tuple[str, int]], *, add: bool = False) -> dict[tuple[str, int], int]:
+        """KIP-890: is each partition in the producer's ongoing transaction (part 1), or, with
+        ``add``, add it (part 2: a Produce v12+ or TxnOffsetCommit v5+)? Asked of the local
         coordinator, or of the coordinator's broker through the batching manager."""
         coordinator = self.broker.txn_coordinator
         code, node = coordinator.coordinator_node(transactional_id)
         if code:
             return {tp: code for tp in partitions}
-        if node == self.node_id:
-            result = await coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        if node != self.node_id:
+            result = await self.verifier.verify(node, transactional_id, producer_id, producer_epoch, partitions,
+                                                add=add)
+        elif add:
+            code = await coordinator.add_partitions(transactional_id, producer_id, producer_epoch, set(partitions),
+                                                    transaction_version=2)
+            result = {tp: code for tp in partitions}
         else:
-            result = await self.verifier.verify(node, transactional_id, producer_id, producer_epoch, partitions)
+            result = await coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
         await self._verification_delay_fault_point()
         return result
 

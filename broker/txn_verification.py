@@ -1,9 +1,10 @@
-"""KIP-890 part 1 verification sent to a transaction coordinator on another broker, batched
-per coordinator node (Kafka's ``AddPartitionsToTxnManager``).
+"""KIP-890 verification (part 1) and implicit adds (part 2) sent to a transaction coordinator
+on another broker, batched per coordinator node (Kafka's ``AddPartitionsToTxnManager``).
 
 Owns the per-node queues: a verification for a (transactional id, producer id, epoch) joins the
-node's next AddPartitionsToTxn v4 request (``verify_only``), which carries every transaction
-queued for that node. One request per node is in flight; what arrives meanwhile goes in the
+node's next AddPartitionsToTxn v4 request (``verify_only``; without it, for the add of a
+Produce v12+ or TxnOffsetCommit v5+, the coordinator adds the partitions under transaction
+version 2), which carries every transaction queued for that node. One request per node is in flight; what arrives meanwhile goes in the
 next. Two verifications of the same transactional id in one batch merge their partitions.
 
 Differs from Kafka: no inter-broker send thread (the event loop batches what arrived while the
@@ -34,6 +35,7 @@ class _Pending:
     producer_id: int
     producer_epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    verify_only: bool = True
     result: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -44,8 +46,10 @@ class AddPartitionsToTxnManager:
         self.senders: dict[int, asyncio.Task] = {}
 
     async def verify(self, node_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """(topic, partition) -> error code (0: in the transaction) from the coordinator on ``node_id``."""
+                     partitions: list[TopicPartition], *, add: bool = False) -> dict[TopicPartition, int]:
+        """(topic, partition) -> error code (0: in the transaction) from the coordinator on
+        ``node_id``. With ``add`` the partitions are added; an add merged with a verification
+        of the same transaction adds both (what is in the transaction stays in it)."""
         batch = self.queued.setdefault(node_id, {})
         entry = batch.get(transactional_id)
         if entry is not None and (entry.producer_id, entry.producer_epoch) != (producer_id, producer_epoch):
@@ -56,6 +60,7 @@ class AddPartitionsToTxnManager:
         if entry is None:
             entry = batch[transactional_id] = _Pending(producer_id, producer_epoch)
         entry.partitions.update(partitions)
+        entry.verify_only = entry.verify_only and not add
         sender = self.senders.get(node_id)
         if sender is None or sender.done():
             self.senders[node_id] = asyncio.get_running_loop().create_task(self._send_loop(node_id))
@@ -110,7 +115,7 @@ def _transaction(transactional_id: str, entry: _Pending) -> dict:
     for topic, index in sorted(entry.partitions):
         by_topic.setdefault(topic, []).append(index)
     return {"transactional_id": transactional_id, "producer_id": entry.producer_id,
-            "producer_epoch": entry.producer_epoch, "verify_only": True,
+            "producer_epoch": entry.producer_epoch, "verify_only": entry.verify_only,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 

@@ -381,16 +381,18 @@ class Log:
         return AppendInfo(first_offset, offset - 1, log_append_time, self.log_start_offset, count)
 
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                      commit: bool, leader_epoch: int, now_ms: int | None = None) -> AppendInfo:
+                      commit: bool, leader_epoch: int, now_ms: int | None = None,
+                      transaction_version: int = 0) -> AppendInfo:
         """A transaction coordinator's COMMIT/ABORT marker (WriteTxnMarkers).
 
-        Raises INVALID_PRODUCER_EPOCH for an older producer epoch and
+        Raises INVALID_PRODUCER_EPOCH for an older producer epoch (under transaction version
+        2, one not newer than the producer's) and
         TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch. An ABORT that ends a
         transaction on this partition gets an aborted-transaction index entry; a marker for
         a producer with no open transaction here is still appended (it takes an offset).
         """
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
         control_type = rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT
         batch = rb.build_control_batch(control_type, producer_id, producer_epoch,
                                        coordinator_epoch, now_ms)

@@ -83,6 +83,9 @@ class CompletedTxn:
     is_aborted: bool
 
 
+MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue: a marker at it ends a producer that overflowed
+
+
 class AppendOrigin:
     CLIENT = "client"
     COORDINATOR = "coordinator"
@@ -116,8 +119,9 @@ class ProducerStateManager:
         self.last_snapshot_offset = -1
         # Completed transactions whose marker is not yet below the high watermark.
         self.unreplicated_txns: list[CompletedTxn] = []
-        # producer id -> (epoch, guard) while a verification of its next transaction is out.
-        self.verification_guards: dict[int, tuple[int, object]] = {}
+        # producer id -> (epoch, guard, transaction version 2?) while a verification (or the
+        # implicit add of transaction version 2) of its next transaction is out.
+        self.verification_guards: dict[int, tuple[int, object, bool]] = {}
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -171,14 +175,26 @@ class ProducerStateManager:
                              f"expected sequence {entry.last_seq + 1}, got {first_seq}")
         return None
 
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
-        """A coordinator's COMMIT/ABORT marker: producer epoch first, then coordinator epoch."""
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> None:
+        """A coordinator's COMMIT/ABORT marker: producer epoch first, then coordinator epoch.
+
+        Under transaction version 2 the coordinator bumped the epoch to end the transaction,
+        so the marker's must be newer than the producer's data (KIP-1228); the same epoch is
+        only a retry of a marker already written (no transaction open, Kafka's KAFKA-19999)."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
-        if producer_epoch < entry.producer_epoch:
+        current = entry.producer_epoch
+        if transaction_version >= 2:
+            retry = producer_epoch == current and (entry.current_txn_first_offset < 0
+                                                   or producer_epoch == MAX_PRODUCER_EPOCH)
+            if producer_epoch <= current and not retry:
+                raise KafkaError(ErrorCode.invalid_producer_epoch,
+                                 f"marker epoch {producer_epoch} is not newer than {current} (TV2)")
+        elif producer_epoch < current:
             raise KafkaError(ErrorCode.invalid_producer_epoch,
-                             f"marker epoch {producer_epoch} is older than {entry.producer_epoch}")
+                             f"marker epoch {producer_epoch} is older than {current}")
         if coordinator_epoch < entry.coordinator_epoch:
             raise KafkaError(ErrorCode.transaction_coordinator_fenced,
                              f"coordinator epoch {coordinator_epoch} is older than "
@@ -192,14 +208,16 @@ class ProducerStateManager:
         return (entry is None or entry.current_txn_first_offset < 0
                 or entry.producer_epoch != header.producer_epoch)
 
-    def start_verification(self, producer_id: int, producer_epoch: int) -> object:
+    def start_verification(self, producer_id: int, producer_epoch: int, supports_epoch_bump: bool = False) -> object:
         """The guard a verification of ``producer_id``'s transaction holds while it waits
-        (Kafka's ``maybeCreateVerificationStateEntry``: one already out for the epoch is shared)."""
+        (Kafka's ``maybeCreateVerificationStateEntry``: one already out for the epoch is shared).
+        ``supports_epoch_bump``: the implicit add of transaction version 2, whose guard the
+        previous transaction's marker (at the same, bumped, epoch) leaves in place."""
         current = self.verification_guards.get(producer_id)
         if current is not None and current[0] == producer_epoch:
             return current[1]
         guard = object()
-        self.verification_guards[producer_id] = (producer_epoch, guard)
+        self.verification_guards[producer_id] = (producer_epoch, guard, supports_epoch_bump)
         return guard
 
     def check_verification(self, header: rb.BatchHeader, guard: object) -> None:
@@ -227,7 +245,11 @@ class ProducerStateManager:
             entry.producer_epoch = header.producer_epoch
         entry.last_timestamp = header.max_timestamp
         if header.is_control:
-            self.verification_guards.pop(pid, None)
+            guard = self.verification_guards.get(pid)
+            # A TV2 guard at the marker's epoch belongs to the next transaction: the coordinator
+            # bumped the epoch to end this one, and the producer already uses the bumped one.
+            if guard is None or not (guard[2] and guard[0] == header.producer_epoch):
+                self.verification_guards.pop(pid, None)
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
             first = entry.current_txn_first_offset
             entry.current_txn_first_offset = -1

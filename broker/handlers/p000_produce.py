@@ -41,11 +41,11 @@ Version notes:
   each refused record's batch index and reason; the batch is refused as a whole) and message;
   v9 flexible; v10-11 current leader and node endpoints tagged fields (KIP-951), sent with
   NOT_LEADER_OR_FOLLOWER; v11 TRANSACTION_ABORTABLE (KIP-890).
-- v12 is v11's layout; it tells a transaction-version-2 broker that the produce may add the
-  partition to the transaction implicitly (KIP-890 part 2). We finalize no
-  ``transaction.version``, so the Java client keeps transactional produces at v11
-  (``ProduceRequest.builder(data, useTransactionV1Version)``); a v12 transactional batch is
-  verified like a v11 one (the partition must already be in the transaction).
+- v12 is v11's layout; a transactional batch at v12+ adds its partition to the transaction
+  (KIP-890 part 2, transaction version 2: the leader sends AddPartitionsToTxn without
+  verify_only to the coordinator, whatever the verification setting); below v12 it is
+  verified. The Java client sends v12+ only when ``transaction.version`` 2 is finalized
+  (``ProduceRequest.builder(data, useTransactionV1Version)``).
 - v13 topic ids instead of names (KIP-516), as Fetch v13+. The Java 4.x producer uses it
   whenever its metadata has the topic's id.
 """
@@ -63,6 +63,8 @@ from ..quotas import PRODUCE
 from ..request_context import NO_RESPONSE, CloseConnection, RequestContext
 
 VALID_ACKS = (0, 1, -1)
+# From v12 a transactional produce adds its partition (Kafka's produceRequestVersionToTransactionSupportedOperation).
+ADD_PARTITION_VERSION = 12
 
 
 async def handle_produce(ctx: RequestContext, request):
@@ -249,7 +251,8 @@ def _whole_request_error(request, version: int, acks: int, code: ErrorCode):
 async def _verify_transactional_partitions(ctx: RequestContext, request, names: list[str | None]
                                           ) -> tuple[dict, dict]:
     """KIP-890 part 1: before a producer's first transactional append to a partition, ask the
-    transaction coordinator whether the partition is in its ongoing transaction.
+    transaction coordinator whether the partition is in its ongoing transaction (from v12,
+    part 2: have it added).
 
     Each partition verified gets a verification guard before the wait (Kafka's
     ``VerificationGuard``): a marker landing meanwhile clears it, and the append then fails
@@ -265,7 +268,8 @@ async def _verify_transactional_partitions(ctx: RequestContext, request, names: 
     """
     broker = ctx.services
     coordinator = getattr(broker, "txn_coordinator", None)
-    if coordinator is None or not broker.config["transaction.partition.verification.enable"]:
+    add = ctx.api_version >= ADD_PARTITION_VERSION
+    if coordinator is None or not (add or broker.config["transaction.partition.verification.enable"]):
         return {}, {}
     rm = broker.replica_manager
     guards = {}
@@ -284,13 +288,13 @@ async def _verify_transactional_partitions(ctx: RequestContext, request, names: 
                 pending.setdefault((header.producer_id, header.producer_epoch), []).append(
                     (name, pd.index))
                 guards[(name, pd.index)] = part.log.producer_state.start_verification(
-                    header.producer_id, header.producer_epoch)
+                    header.producer_id, header.producer_epoch, add)
     failed = {}
     if not pending:
         return failed, guards
     for (producer_id, producer_epoch), partitions in pending.items():
         errors = await broker.txn_services.verify_partitions(request.transactional_id, producer_id,
-                                                             producer_epoch, partitions)
+                                                             producer_epoch, partitions, add=add)
         for tp, code in errors.items():
             if code:
                 failed[tp] = _produce_error(ErrorCode(code), ctx.api_version)

@@ -7,7 +7,7 @@ Behavior:
 - The response header is always v0, even for flexible versions.
 - v3+: the features this broker supports and the cluster's finalized levels with their epoch
   (coordinator/controller/features.py; ``kafka-features describe`` reads them here).
-  ``transaction.version`` is supported up to 1, so clients stay on transaction version 1.
+  ``transaction.version`` is supported up to 2 (finalized at 2 on a new cluster).
 
 Version notes:
 - v1 adds throttle_time_ms; v3 (KIP-511) is flexible and carries the client software name,

@@ -11,7 +11,8 @@ Behavior:
   is completing, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...
 - v4-5 (broker to coordinator, KIP-890): a batch of transactions; ``verify_only`` ones are
   checked, not changed: NONE for a partition in the ongoing transaction, TRANSACTION_ABORTABLE
-  for one that is not; the others are added as in v0-3.
+  for one that is not; the others (a Produce v12+ or TxnOffsetCommit v5+ adding its partition,
+  KIP-890 part 2) are added under transaction version 2.
 - With an authorizer: v0-3 need WRITE on the transactional id (else
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere) and on each topic (else
   TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); v4+ (from brokers)
@@ -53,7 +54,9 @@ async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: d
     coordinator = broker.txn_coordinator
     if verify_only:
         return await coordinator.verify_partitions(txn_id, pid, epoch, sorted(partitions))
-    code = await coordinator.add_partitions(txn_id, pid, epoch, partitions)
+    # Kafka's transactionVersionForAddPartitionsToTxn: v4+ adds come from a TV2 produce.
+    code = await coordinator.add_partitions(txn_id, pid, epoch, partitions,
+                                            transaction_version=2 if ctx.api_version >= 4 else 0)
     if code == ErrorCode.producer_fenced and ctx.api_version < 2:
         code = ErrorCode.invalid_producer_epoch
     return {tp: code for tp in partitions}

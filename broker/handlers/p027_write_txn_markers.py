@@ -1,4 +1,4 @@
-"""WriteTxnMarkers: v1
+"""WriteTxnMarkers: v1-2
 
 Behavior:
 - Sent by a transaction coordinator (ours, over the network path even when the leader is
@@ -7,10 +7,13 @@ Behavior:
   listed partition led here; the last stable offset advances and an ABORT that ends a
   transaction on the partition gets an aborted-transaction index entry.
 - Per partition: UNKNOWN_TOPIC_OR_PARTITION if not hosted here; INVALID_PRODUCER_EPOCH for
-  an older producer epoch; TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch.
+  an older producer epoch (for a transaction version 2 marker, one not newer than the
+  producer's, unless it repeats a marker already written); TRANSACTION_COORDINATOR_FENCED for
+  an older coordinator epoch.
 - Markers on ``__consumer_offsets`` partitions make the group coordinator materialize
   (COMMIT) or drop (ABORT) the producer's pending transactional offsets; a COMMIT applies
-  only offsets written at its own producer epoch. Until the group coordinator has loaded the
+  only offsets written at its transaction's producer epoch (the marker's, or the one before
+  it under transaction version 2, whose coordinator bumps the epoch to end a transaction). Until the group coordinator has loaded the
   partition the marker is refused with NOT_LEADER_OR_FOLLOWER (Kafka 4 translates its
   runtime's load errors so), which the transaction coordinator retries.
 - Appended with acks=all, as Kafka does: the answer waits until each marker is replicated to
@@ -20,7 +23,8 @@ Behavior:
   every partition.
 
 Version notes:
-- v0 is gone from Kafka 4.x (KIP-896); v1 is flexible; v2 (TV2) is not advertised.
+- v0 is gone from Kafka 4.x (KIP-896); v1 is flexible; v2 carries each marker's transaction
+  version (KIP-1228), 0 below v2.
 """
 
 import asyncio
@@ -33,7 +37,7 @@ from ..authorization import AclOperation, authorize_cluster
 from ..request_context import RequestContext
 
 
-@register(27, 1, 1)
+@register(27, 1, 2)
 async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
     broker = ctx.services
     rm = broker.replica_manager
@@ -42,6 +46,9 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
     if not authorize_cluster(ctx, AclOperation.CLUSTER_ACTION):
         return _all_failed(request, ErrorCode.cluster_authorization_failed)
     for marker in request.markers:
+        version = getattr(marker, "transaction_version", 0)
+        # The epoch the transaction's data and offsets were written at.
+        txn_epoch = marker.producer_epoch - 1 if version >= 2 else marker.producer_epoch
         topics = []
         for t in marker.topics:
             parts = []
@@ -51,10 +58,10 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
                     if offsets is not None and not offsets.accepts_txn_markers(index):
                         raise KafkaError(ErrorCode.not_leader_or_follower)
                     info = rm.append_marker(t.name, index, marker.producer_id, marker.producer_epoch,
-                                            marker.coordinator_epoch, marker.transaction_result)
+                                            marker.coordinator_epoch, marker.transaction_result, version)
                     if offsets is not None:  # no await since the append: the same partition state
                         offsets.complete_txn_offset_commits(index, marker.producer_id,
-                                                            marker.transaction_result, marker.producer_epoch)
+                                                            marker.transaction_result, txn_epoch)
                     parts.append({"partition_index": index, "error_code": 0})
                     waiter = rm.delayed_produce(t.name, index, info.last_offset + 1)
                     if waiter is not None:

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit: v0-4
+"""TxnOffsetCommit: v0-5
 
 Behavior:
 - Offsets committed inside a transaction: appended to ``__consumer_offsets`` as a
@@ -12,6 +12,9 @@ Behavior:
   while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable). A marker that ends the
   transaction while it is verified makes the append INVALID_TXN_STATE (Kafka's
   verification guard): the offsets never join a transaction that already ended.
+- v5 (transaction version 2, KIP-890 part 2): the group's partition is added to the
+  transaction (AddPartitionsToTxn v4 without verify_only to the coordinator's broker) instead
+  of verified, whatever the verification setting, so the producer sends no AddOffsetsToTxn.
 - KIP-447 fencing (v3+): a stale generation gets ILLEGAL_GENERATION, an unknown member
   UNKNOWN_MEMBER_ID; for a KIP-848 consumer group any member epoch but the member's is
   ILLEGAL_GENERATION too (this API has no STALE_MEMBER_EPOCH).
@@ -21,7 +24,8 @@ Behavior:
 
 Version notes:
 - v2 committed leader epoch; v3 generation, member id, group instance id (KIP-447); v3+
-  flexible; before v2 COORDINATOR_LOAD_IN_PROGRESS is answered as COORDINATOR_NOT_AVAILABLE.
+  flexible; before v2 COORDINATOR_LOAD_IN_PROGRESS is answered as COORDINATOR_NOT_AVAILABLE;
+  v5 adds the partition implicitly (above).
 """
 
 from coordinator.group.metadata import OFFSETS_TOPIC
@@ -38,16 +42,17 @@ async def _verify(ctx: RequestContext, request) -> tuple[int, object | None]:
     TxnOffsetCommit; the transaction coordinator may be on another broker. Also the
     verification guard taken before the wait, which the append then requires."""
     broker = ctx.services
-    if not broker.config["transaction.partition.verification.enable"] or not request.transactional_id \
+    add = ctx.api_version >= ADD_VERSION
+    if not (add or broker.config["transaction.partition.verification.enable"]) or not request.transactional_id \
             or broker.group_coordinator.coordinator_error(request.group_id):
         return 0, None  # (group errors first, as in Kafka: the group coordinator answers them)
     try:
         tp = (OFFSETS_TOPIC, broker.group_coordinator.partition_for(request.group_id))
     except KafkaError:
         return 0, None
-    guard = broker.replica_manager.start_verification(*tp, request.producer_id, request.producer_epoch)
+    guard = broker.replica_manager.start_verification(*tp, request.producer_id, request.producer_epoch, add)
     code = (await broker.txn_services.verify_partitions(request.transactional_id, request.producer_id,
-                                                        request.producer_epoch, [tp]))[tp]
+                                                        request.producer_epoch, [tp], add=add))[tp]
     if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
         return ErrorCode.invalid_producer_epoch, None
     if code in (ErrorCode.transaction_abortable, ErrorCode.invalid_txn_state):  # ABORTABLE only from v5
@@ -72,7 +77,10 @@ _RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, Er
               ErrorCode.concurrent_transactions, ErrorCode.network_exception, ErrorCode.request_timed_out)
 
 
-@register(28, 0, 4)
+ADD_VERSION = 5  # the group's partition joins the transaction implicitly (transaction version 2)
+
+
+@register(28, 0, 5)
 async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
     error, unauthorized = _authorization_errors(ctx, request)
     guard = None

@@ -11,10 +11,13 @@ file): every broker answers them in ApiVersions (v3+) with the epoch of their la
 cluster whose levels were never changed has the defaults below, as a new Kafka 4.x cluster has
 the levels its format gave it.
 
-Differs from Kafka: ``transaction.version`` is supported up to 1 (transaction version 2,
-KIP-890 part 2, is not implemented yet), so level 1, the flexible transaction-state records
-level that clients do not see, is the default; ``metadata.version``, ``kraft.version`` and
-``group.version`` are not features here (no KRaft log; consumer groups need no flag).
+``transaction.version`` is supported up to 2 and a new cluster starts at 2, as Kafka 4.x's
+format starts it: clients that read the finalized level (the Java client 4.x) then use
+transaction version 2 (KIP-890 part 2); a downgrade applies to the transactions they begin
+after it.
+
+Differs from Kafka: ``metadata.version``, ``kraft.version`` and ``group.version`` are not
+features here (no KRaft log; consumer groups need no flag).
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ from protocol.errors import ErrorCode
 TRANSACTION_VERSION = "transaction.version"
 
 # name -> (min, max) supported by this broker, and the level of a cluster that never changed it.
-SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 1)}
-DEFAULT_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 1}
+SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
+DEFAULT_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 2}
 
 
 class UpgradeType(IntEnum):

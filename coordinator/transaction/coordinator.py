@@ -1,4 +1,4 @@
-"""The transaction coordinator (Kafka's ``TransactionCoordinator``, transaction version 1).
+"""The transaction coordinator (Kafka's ``TransactionCoordinator``, transaction versions 0-2).
 
 Owns the request semantics of InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 KIP-890 partition verification, DescribeTransactions and ListTransactions for the
@@ -14,10 +14,16 @@ Cluster-ready: the coordinator is told which partitions it leads (:meth:`on_elec
 partition's leader epoch, FindCoordinator answers the partition's leader, and markers go to
 each partition's leader by node id.
 
+Transaction version 2 (KIP-890 part 2) is chosen per request, as Kafka chooses it: EndTxn v5
+and the brokers' AddPartitionsToTxn v4+ (a Produce v12+ or TxnOffsetCommit v5+ adding its
+partition) are TV2, older versions TV1; aborts the coordinator starts itself (a fence, a
+timeout) use the cluster's finalized ``transaction.version``. A TV2 commit or abort bumps the
+epoch and answers the new producer id and epoch; a retried one (the epoch just before) answers
+them again.
+
 Differs from Kafka: a producer starting its next transaction while the last one's markers are
 still in flight waits up to ``MARKER_WAIT_S`` for them before being answered
-CONCURRENT_TRANSACTIONS (Kafka answers at once and the client backs off, typically 20-100 ms);
-transaction version 2 (KIP-890 part 2) is not offered.
+CONCURRENT_TRANSACTIONS (Kafka answers at once and the client backs off, typically 20-100 ms).
 """
 
 from __future__ import annotations
@@ -34,12 +40,15 @@ from ..runtime import error_name
 from .markers import TransactionMarkerChannel
 from .services import TxnServices, cancel_and_wait
 from .state import (
+    MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     IllegalTransition,
     TransactionMetadata,
     TxnState,
     TxnTransitMetadata,
     is_epoch_exhausted,
+    supports_epoch_bump,
 )
 from .state_manager import TXN_TOPIC, CoordinatorEpochAndMetadata, TransactionStateManager
 
@@ -66,6 +75,18 @@ class _EndTxn:
     producer_epoch: int
     commit: bool
     transit: TxnTransitMetadata
+
+    @property
+    def bumps_epoch(self) -> bool:
+        return supports_epoch_bump(self.transit.client_transaction_version)
+
+
+# What an EndTxn answers: (error, producer id, epoch); the id and epoch only under TV2.
+EndTxnResult = tuple[int, int, int]
+
+
+def _end_error(code: int) -> EndTxnResult:
+    return code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
 
 class TransactionCoordinator:
@@ -241,16 +262,12 @@ class TransactionCoordinator:
         if isinstance(outcome, int):
             return outcome, -1, -1
         if outcome is None:  # PrepareEpochFence: abort the ongoing transaction at epoch + 1
-            fence_epoch = meta.fence_epoch
-            error, end = self._prepare_end_transaction(transactional_id, meta.producer_id, fence_epoch,
-                                                       commit=False, from_client=False)
-            if error or end is None:
-                if meta.pending_state is TxnState.PREPARE_EPOCH_FENCE:
-                    meta.abort_pending()
-                return error or ErrorCode.concurrent_transactions, -1, -1
-            self._fence_event(meta, NEW_INCARNATION, aborted=True, new_epoch=fence_epoch)
-            self._fenced_by_abort[transactional_id] = fence_epoch
-            error = await self._complete_end_transaction(end)
+            end = self._prepare_fence_abort(meta)
+            if isinstance(end, int):
+                return end or ErrorCode.concurrent_transactions, -1, -1
+            self._fence_event(meta, NEW_INCARNATION, aborted=True, new_epoch=end.producer_epoch)
+            self._fenced_by_abort[transactional_id] = end.producer_epoch
+            error, _, _ = await self._complete_end_transaction(end)
             return error or ErrorCode.concurrent_transactions, -1, -1
         previous_epoch = meta.producer_epoch
         error = await self.state.append_transaction_to_log(transactional_id, coordinator_epoch, outcome)
@@ -327,13 +344,17 @@ class TransactionCoordinator:
     # --- AddPartitionsToTxn / AddOffsetsToTxn -------------------------------------------------------
 
     async def add_partitions(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                             partitions: set[tuple[str, int]]) -> int:
-        """Kafka's ``handleAddPartitionsToTransaction``."""
+                             partitions: set[tuple[str, int]], transaction_version: int = 0) -> int:
+        """Kafka's ``handleAddPartitionsToTransaction``: from a client (AddPartitionsToTxn v0-3,
+        AddOffsetsToTxn; ``transaction_version`` 0) or from a partition leader adding the
+        partition of a Produce v12+ / TxnOffsetCommit v5+ (version 2). Another producer id
+        while a transition is pending is CONCURRENT_TRANSACTIONS: under TV2 the producer may
+        already use the id its last EndTxn moved to, which the metadata takes only when that
+        transaction completes."""
         if not transactional_id:
             return ErrorCode.invalid_request
         error, found = self._request_state(transactional_id)
-        if not error and found is not None and found.meta.pending_state is not None \
-                and found.meta.producer_id == producer_id:
+        if not error and found is not None and found.meta.pending_state is not None:
             await self.markers.wait_for_completion(transactional_id, MARKER_WAIT_S)
             error, found = self.state.get_transaction_state(transactional_id)
         if error:
@@ -342,14 +363,15 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping
         meta = found.meta
         if meta.producer_id != producer_id:
-            return ErrorCode.invalid_producer_id_mapping
+            completing = meta.pending_state is not None and meta.pending_state is not TxnState.PREPARE_EPOCH_FENCE
+            return ErrorCode.concurrent_transactions if completing else ErrorCode.invalid_producer_id_mapping
         if _current_epoch(meta) != producer_epoch:
             return ErrorCode.producer_fenced
         if meta.pending_state is not None or meta.state.is_prepare:
             return ErrorCode.concurrent_transactions
         if meta.state is TxnState.ONGOING and partitions <= meta.partitions:
             return 0
-        transit = meta.prepare_add_partitions(partitions, self.s.now_ms())
+        transit = meta.prepare_add_partitions(partitions, self.s.now_ms(), transaction_version)
         return await self.state.append_transaction_to_log(transactional_id, found.coordinator_epoch, transit)
 
     # --- KIP-890 part 1 -----------------------------------------------------------------------------
@@ -378,24 +400,35 @@ class TransactionCoordinator:
     # --- EndTxn ---------------------------------------------------------------------------------------
 
     async def end_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                              commit: bool) -> int:
-        """Kafka's ``handleEndTransaction``: NONE once PrepareCommit/PrepareAbort is durable."""
+                              commit: bool, transaction_version: int = 0) -> EndTxnResult:
+        """Kafka's ``handleEndTransaction``: NONE once PrepareCommit/PrepareAbort is durable,
+        with the producer id and epoch of the next transaction under TV2."""
+        if supports_epoch_bump(transaction_version):
+            error, end, answer = self._prepare_end_transaction_v2(transactional_id, producer_id, producer_epoch,
+                                                                  commit, from_client=True)
+            if error or end is None:
+                return (error, *answer) if not error else _end_error(error)
+            return await self._complete_end_transaction(end)
         error, end = self._prepare_end_transaction(transactional_id, producer_id, producer_epoch, commit,
                                                    from_client=True)
         if error or end is None:
-            return error
+            return _end_error(error)
         return await self._complete_end_transaction(end)
 
-    def _prepare_end_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
-                                 commit: bool, *, from_client: bool) -> tuple[int, _EndTxn | None]:
-        """The synchronous half of Kafka's ``endTransaction``: checks, then Prepare* pending."""
+    def _found_for_end(self, transactional_id: str | None) -> tuple[int, CoordinatorEpochAndMetadata | None]:
         if not transactional_id:
             return ErrorCode.invalid_request, None
         error, found = self._request_state(transactional_id)
+        if not error and found is None:
+            error = ErrorCode.invalid_producer_id_mapping
+        return error, found
+
+    def _prepare_end_transaction(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                 commit: bool, *, from_client: bool) -> tuple[int, _EndTxn | None]:
+        """The synchronous half of Kafka's ``endTransactionWithTV1``: checks, then Prepare* pending."""
+        error, found = self._found_for_end(transactional_id)
         if error:
             return error, None
-        if found is None:
-            return ErrorCode.invalid_producer_id_mapping, None
         meta = found.meta
         if meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping, None
@@ -407,52 +440,140 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions, None
         state = meta.state
         if state is TxnState.ONGOING:
-            target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-            try:
-                transit = meta.prepare_abort_or_commit(target, self.s.now_ms())
-            except IllegalTransition:
-                log.exception("txn_illegal_transition", transactional_id=transactional_id)
-                return ErrorCode.unknown_server_error, None
-            return 0, _EndTxn(transactional_id, found.coordinator_epoch, producer_id, transit.producer_epoch,
-                              commit, transit)
-        if state is TxnState.COMPLETE_COMMIT:
-            return (0 if commit else ErrorCode.invalid_txn_state), None
-        if state is TxnState.COMPLETE_ABORT:
-            return (0 if not commit else ErrorCode.invalid_txn_state), None
-        if state is TxnState.PREPARE_COMMIT:
-            return (ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state), None
-        if state is TxnState.PREPARE_ABORT:
-            return (ErrorCode.concurrent_transactions if not commit else ErrorCode.invalid_txn_state), None
+            return self._prepare_end(found, commit, 0)
         if state is TxnState.EMPTY:
             return ErrorCode.invalid_txn_state, None
-        log.error("txn_illegal_state", transactional_id=transactional_id, state=state.state_name)
-        return ErrorCode.unknown_server_error, None
+        return self._end_in_other_state(meta, commit, retry=True), None
 
-    async def _complete_end_transaction(self, end: _EndTxn) -> int:
+    def _prepare_end_transaction_v2(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
+                                    commit: bool, *, from_client: bool
+                                    ) -> tuple[int, _EndTxn | None, tuple[int, int]]:
+        """Kafka's ``endTransaction`` above transaction version 1: every end bumps the epoch,
+        so a retry is told apart by its epoch (the one just before the current) and answered
+        with the current producer id and epoch; an abort with nothing added bumps too.
+
+        ===============  =============  ===============
+        state            Abort          Commit
+        ===============  =============  ===============
+        Empty            retry: FENCED  retry: FENCED
+                         current: bump  current: INVALID_TXN_STATE
+        CompleteAbort    retry: NONE    INVALID_TXN_STATE
+                         current: bump
+        CompleteCommit   retry: ITS     retry: NONE
+                         current: bump  current: INVALID_TXN_STATE
+        ===============  =============  ===============
+        """
+        error, found = self._found_for_end(transactional_id)
+        if error:
+            return error, None, (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        meta = found.meta
+        answer = (meta.producer_id, meta.producer_epoch)
+        fencing = meta.pending_state is TxnState.PREPARE_EPOCH_FENCE
+        # A retry after the bump that moved to a new producer id, or after a plain bump.
+        retry_on_overflow = not fencing and meta.last_producer_id == producer_id \
+            and producer_epoch == MAX_PRODUCER_EPOCH - 1 and meta.producer_epoch == 0
+        retry_on_bump = not fencing and meta.producer_epoch == producer_epoch + 1
+        is_retry = retry_on_bump or retry_on_overflow
+        state = meta.state
+        if fencing:
+            valid_epoch = (not from_client or producer_epoch == meta.producer_epoch) \
+                and producer_epoch >= meta.producer_epoch
+        elif state.is_prepare:
+            valid_epoch = retry_on_bump
+        elif state.is_complete:
+            valid_epoch = is_retry or producer_epoch == meta.producer_epoch
+        else:
+            valid_epoch = producer_epoch == meta.producer_epoch
+        if meta.pending_state is not None and not fencing:
+            error = ErrorCode.concurrent_transactions
+        elif meta.producer_id != producer_id and not retry_on_overflow:
+            error = ErrorCode.invalid_producer_id_mapping
+        elif not valid_epoch:
+            error = ErrorCode.producer_fenced
+        elif state is TxnState.ONGOING or (state is TxnState.EMPTY and not commit) or \
+                (state.is_complete and not commit and not is_retry):
+            error, end = self._prepare_end(found, commit, 2)
+            return error, end, answer
+        elif state is TxnState.EMPTY:
+            error = ErrorCode.invalid_txn_state
+        else:
+            error = self._end_in_other_state(meta, commit, retry=is_retry)
+        return error, None, answer
+
+    def _prepare_end(self, found: CoordinatorEpochAndMetadata, commit: bool,
+                     transaction_version: int) -> tuple[int, _EndTxn | None]:
+        """Prepare PrepareCommit/PrepareAbort; under TV2 an exhausted epoch gets the producer
+        id it moves to when the transaction completes."""
+        meta = found.meta
+        target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        next_producer_id = NO_PRODUCER_ID
+        if supports_epoch_bump(transaction_version) and meta.is_producer_epoch_exhausted:
+            next_producer_id = self.s.generate_producer_id()
+        try:
+            transit = meta.prepare_abort_or_commit(target, self.s.now_ms(), transaction_version, next_producer_id)
+        except IllegalTransition:
+            log.exception("txn_illegal_transition", transactional_id=meta.transactional_id)
+            return ErrorCode.unknown_server_error, None
+        return 0, _EndTxn(meta.transactional_id, found.coordinator_epoch, meta.producer_id, transit.producer_epoch,
+                          commit, transit)
+
+    @staticmethod
+    def _end_in_other_state(meta: TransactionMetadata, commit: bool, *, retry: bool) -> int:
+        """EndTxn in Prepare*/Complete*: the same outcome again is NONE once complete (a retry)
+        and CONCURRENT_TRANSACTIONS while completing; the other is INVALID_TXN_STATE."""
+        state = meta.state
+        same = (commit and state in (TxnState.PREPARE_COMMIT, TxnState.COMPLETE_COMMIT)) or \
+            (not commit and state in (TxnState.PREPARE_ABORT, TxnState.COMPLETE_ABORT))
+        if state.is_prepare:
+            return ErrorCode.concurrent_transactions if same else ErrorCode.invalid_txn_state
+        if state.is_complete:
+            return 0 if same and retry else ErrorCode.invalid_txn_state
+        log.error("txn_illegal_state", transactional_id=meta.transactional_id, state=state.state_name)
+        return ErrorCode.unknown_server_error
+
+    def _prepare_fence_abort(self, meta: TransactionMetadata) -> _EndTxn | int:
+        """The abort of a transaction whose producer is being fenced (PrepareEpochFence is
+        pending), at the cluster's transaction version; an error code when it cannot start."""
+        fence_epoch = meta.fence_epoch
+        if supports_epoch_bump(self.s.transaction_version()):
+            error, end, _ = self._prepare_end_transaction_v2(meta.transactional_id, meta.producer_id, fence_epoch,
+                                                             commit=False, from_client=False)
+        else:
+            error, end = self._prepare_end_transaction(meta.transactional_id, meta.producer_id, fence_epoch,
+                                                       commit=False, from_client=False)
+        if error or end is None:
+            if meta.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+                meta.abort_pending()
+            return error
+        return end
+
+    async def _complete_end_transaction(self, end: _EndTxn) -> EndTxnResult:
         """Write Prepare*, re-check, prepare Complete* and hand the markers over."""
         txn_id = end.transactional_id
         error = await self.state.append_transaction_to_log(txn_id, end.coordinator_epoch, end.transit)
         if error:
             log.info("txn_end_not_written", transactional_id=txn_id, commit=end.commit, error=ErrorCode(error).name)
-            return error
+            return _end_error(error)
         error, found = self.state.get_transaction_state(txn_id)
         if error:
-            return error
+            return _end_error(error)
         if found is None or found.coordinator_epoch != end.coordinator_epoch:
-            return ErrorCode.not_coordinator
+            return _end_error(ErrorCode.not_coordinator)
         meta = found.meta
         if meta.producer_id != end.producer_id:
-            return ErrorCode.invalid_producer_id_mapping
+            return _end_error(ErrorCode.invalid_producer_id_mapping)
         if meta.producer_epoch != end.producer_epoch:
-            return ErrorCode.producer_fenced
+            return _end_error(ErrorCode.producer_fenced)
         if meta.pending_state is not None:
-            return ErrorCode.concurrent_transactions
+            return _end_error(ErrorCode.concurrent_transactions)
         expected = TxnState.PREPARE_COMMIT if end.commit else TxnState.PREPARE_ABORT
         if meta.state is not expected:
-            return ErrorCode.invalid_txn_state
-        self.markers.add_markers_to_send(end.coordinator_epoch, meta, meta.prepare_complete(self.s.now_ms()),
-                                         end_txn=True)
-        return 0
+            return _end_error(ErrorCode.invalid_txn_state)
+        complete = meta.prepare_complete(self.s.now_ms())
+        self.markers.add_markers_to_send(end.coordinator_epoch, meta, complete, end_txn=True)
+        if end.bumps_epoch:
+            return 0, complete.producer_id, complete.producer_epoch
+        return _end_error(0)
 
     # --- timeouts and expiration ------------------------------------------------------------------------
 
@@ -471,22 +592,19 @@ class TransactionCoordinator:
                 continue
             if meta.pending_state is not None:
                 continue
-            fence_epoch = meta.prepare_fence_producer_epoch()
-            error, end = self._prepare_end_transaction(txn_id, producer_id, fence_epoch, commit=False,
-                                                       from_client=False)
-            if error or end is None:
-                if meta.pending_state is TxnState.PREPARE_EPOCH_FENCE:
-                    meta.abort_pending()
-                log.info("txn_timeout_rollback_cancelled", transactional_id=txn_id, error=error_name(error))
+            meta.prepare_fence_producer_epoch()
+            end = self._prepare_fence_abort(meta)
+            if isinstance(end, int):
+                log.info("txn_timeout_rollback_cancelled", transactional_id=txn_id, error=error_name(end))
                 continue
-            self._fence_event(meta, TIMED_OUT, aborted=True, new_epoch=fence_epoch)
-            self._fenced_by_abort[txn_id] = fence_epoch
+            self._fence_event(meta, TIMED_OUT, aborted=True, new_epoch=end.producer_epoch)
+            self._fenced_by_abort[txn_id] = end.producer_epoch
             self._spawn(self._finish_timeout_abort(end))
             started += 1
         return started
 
     async def _finish_timeout_abort(self, end: _EndTxn) -> None:
-        error = await self._complete_end_transaction(end)
+        error, _, _ = await self._complete_end_transaction(end)
         if not error:
             log.info("txn_timeout_rollback_complete", transactional_id=end.transactional_id,
                      producer_id=end.producer_id, producer_epoch=end.producer_epoch)

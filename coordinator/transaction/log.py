@@ -7,9 +7,11 @@ int32, transaction_status int8, transaction_partitions nullable array of [topic 
 partition_ids array of int32] (null for Empty), txn_last_update_timestamp_ms int64,
 txn_start_timestamp_ms int64. A null value (tombstone) removes the id.
 
-Values are written as v0 (what Kafka writes without transaction.version >= 1); v1 (the
-flexible form of Kafka 3.6+, with the tagged PreviousProducerId / NextProducerId /
-ClientTransactionVersion of 4.0) is read too.
+Value v1 (flexible, what Kafka writes from transaction.version 1): the same fields with compact
+arrays and strings, and the tagged PreviousProducerId (0), NextProducerId (1) and
+ClientTransactionVersion (2), each written only when it is not its default (-1, -1, 0), as
+Kafka's generated code writes them. Values are written as v0 at transaction.version 0 and as
+v1 above it (:func:`encode_value`); both are read.
 """
 
 from __future__ import annotations
@@ -59,18 +61,60 @@ def decode_key(data: bytes) -> str:
     return data[4 : 4 + n].decode()
 
 
-def encode_value(t: TxnTransitMetadata) -> bytes:
+def _by_topic(t: TxnTransitMetadata) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(t.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    return by_topic
+
+
+def encode_value(t: TxnTransitMetadata, transaction_version: int = 0) -> bytes:
+    """The value as Kafka writes it at the cluster's finalized ``transaction_version``."""
+    if transaction_version >= 1:
+        return _encode_v1(t)
     out = [_VALUE_HEAD.pack(0, t.producer_id, t.producer_epoch, t.txn_timeout_ms, t.state.id)]
     if t.state is TxnState.EMPTY:
         out.append(_I.pack(-1))
     else:
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(t.partitions):
-            by_topic.setdefault(topic, []).append(partition)
+        by_topic = _by_topic(t)
         out.append(_I.pack(len(by_topic)))
         for topic, parts in by_topic.items():
             out.append(_string(topic) + _I.pack(len(parts)) + b"".join(_I.pack(p) for p in parts))
     out.append(_TIMESTAMPS.pack(t.txn_last_update_timestamp, t.txn_start_timestamp))
+    return b"".join(out)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _encode_v1(t: TxnTransitMetadata) -> bytes:
+    out = [_H.pack(1), _V1_HEAD.pack(t.producer_id, t.producer_epoch, t.txn_timeout_ms, t.state.id)]
+    if t.state is TxnState.EMPTY:
+        out.append(_varint(0))  # null
+    else:
+        by_topic = _by_topic(t)
+        out.append(_varint(len(by_topic) + 1))
+        for topic, parts in by_topic.items():
+            name = topic.encode()
+            out.append(_varint(len(name) + 1) + name + _varint(len(parts) + 1)
+                       + b"".join(_I.pack(p) for p in parts) + _varint(0))
+    out.append(_TIMESTAMPS.pack(t.txn_last_update_timestamp, t.txn_start_timestamp))
+    tags = []
+    if t.last_producer_id != NO_PRODUCER_ID:
+        tags.append((0, _Q.pack(t.last_producer_id)))
+    if t.next_producer_id != NO_PRODUCER_ID:
+        tags.append((1, _Q.pack(t.next_producer_id)))
+    if t.client_transaction_version != 0:
+        tags.append((2, _H.pack(t.client_transaction_version)))
+    out.append(_varint(len(tags)))
+    for tag, data in tags:
+        out.append(_varint(tag) + _varint(len(data)) + data)
     return b"".join(out)
 
 
@@ -84,11 +128,13 @@ def decode_value(data: bytes) -> TxnTransitMetadata:
 
 
 def _transit(producer_id: int, last_producer_id: int, epoch: int, timeout_ms: int, status: int,
-             partitions: set[tuple[str, int]], last_update: int, start: int) -> TxnTransitMetadata:
+             partitions: set[tuple[str, int]], last_update: int, start: int,
+             next_producer_id: int = NO_PRODUCER_ID, transaction_version: int = 0) -> TxnTransitMetadata:
     state = TxnState.from_id(status)
-    # Kafka 3.x persists neither the last producer id nor the last epoch: both load as -1.
+    # The last epoch is not persisted (nor in Kafka): it loads as -1.
     return TxnTransitMetadata(producer_id, last_producer_id, epoch, NO_PRODUCER_EPOCH, timeout_ms, state,
-                              frozenset(() if state is TxnState.EMPTY else partitions), start, last_update)
+                              frozenset(() if state is TxnState.EMPTY else partitions), start, last_update,
+                              next_producer_id, transaction_version)
 
 
 def _decode_v0(data: bytes) -> TxnTransitMetadata:
@@ -150,4 +196,7 @@ def _decode_v1(data: bytes) -> TxnTransitMetadata:
     pos += _TIMESTAMPS.size
     tags, pos = _skip_tags(data, pos)
     previous = _Q.unpack(tags[0])[0] if len(tags.get(0, b"")) == 8 else NO_PRODUCER_ID
-    return _transit(producer_id, previous, epoch, timeout_ms, status, partitions, last_update, start)
+    following = _Q.unpack(tags[1])[0] if len(tags.get(1, b"")) == 8 else NO_PRODUCER_ID
+    version = _H.unpack(tags[2])[0] if len(tags.get(2, b"")) == 2 else 0
+    return _transit(producer_id, previous, epoch, timeout_ms, status, partitions, last_update, start,
+                    following, version)

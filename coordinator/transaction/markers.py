@@ -5,7 +5,8 @@ CompleteCommit/CompleteAbort (Kafka's ``TransactionMarkerChannelManager`` and
 A transaction is handed over once PrepareCommit/PrepareAbort is durable, with its
 Complete* transition already prepared (pending, so the producer's next calls get
 CONCURRENT_TRANSACTIONS). Its partitions are grouped by leader; each leader has a queue and a
-sender that drains it into one WriteTxnMarkers v1 request (one marker per transaction) and
+sender that drains it into one WriteTxnMarkers v2 request (one marker per transaction, with
+the transaction version it was ended under, KIP-1228) and
 keeps up to ``MAX_IN_FLIGHT`` requests pipelined on the network client. This broker's own
 partitions go the same way, over the network. Per partition answer:
 
@@ -47,7 +48,7 @@ from .state_manager import TXN_TOPIC, TransactionStateManager
 log = structlog.get_logger("coordinator.transaction.markers")
 
 WRITE_TXN_MARKERS = 27
-WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_VERSION = 2
 MAX_IN_FLIGHT = 5
 RETRY_BACKOFF_S = 0.02
 MAX_RETRY_BACKOFF_S = 1.0
@@ -76,6 +77,7 @@ class PendingMarkers:
     producer_id: int
     producer_epoch: int
     done: asyncio.Future
+    transaction_version: int = 0
     attempts: int = 0
     completing: bool = False
     in_queue: set[tuple[str, int]] = field(default_factory=set)
@@ -103,7 +105,7 @@ class TransactionMarkerChannel:
         txn_id = meta.transactional_id
         pm = PendingMarkers(txn_id, coordinator_epoch, complete.state is TxnState.COMPLETE_COMMIT, meta,
                             complete, meta.producer_id, meta.producer_epoch,
-                            asyncio.get_running_loop().create_future())
+                            asyncio.get_running_loop().create_future(), meta.client_transaction_version)
         old = self.pending.get(txn_id)
         if old is not None:
             self._finish(old)
@@ -237,7 +239,8 @@ class TransactionMarkerChannel:
             markers.append({"producer_id": pm.producer_id, "producer_epoch": pm.producer_epoch,
                             "transaction_result": pm.commit,
                             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
-                            "coordinator_epoch": pm.coordinator_epoch})
+                            "coordinator_epoch": pm.coordinator_epoch,
+                            "transaction_version": pm.transaction_version})
         try:
             response = await self.s.send_request(node, WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
                                                  {"markers": markers})

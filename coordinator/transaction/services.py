@@ -77,8 +77,13 @@ class TxnMetrics(Protocol):
         """Count a coordinator event (fenced, aborted, expired, rotated) with its reason."""
 
 
+class FeatureLevels(Protocol):
+    def transaction_version(self) -> int:
+        """The cluster's finalized ``transaction.version`` (0 when not finalized)."""
+
+
 class TxnServices(ConfigReader, PartitionLog, LeaderLookup, MetadataFreshness, ProducerIdSource,
-                  InterBrokerSender, Clock, TxnMetrics, Protocol):
+                  InterBrokerSender, Clock, TxnMetrics, FeatureLevels, Protocol):
     """Everything at once, as the broker provides it."""
 
 

@@ -8,8 +8,13 @@ append succeeded is it *completed* into memory (:meth:`TransactionMetadata.compl
 which checks it the way Kafka's ``completeTransitionTo`` does). Method names follow Kafka's
 ``TransactionMetadata`` (core/src/main/scala/kafka/coordinator/transaction).
 
-Differs from Kafka: transaction version 1 only (no TV2 empty aborts, no next producer id).
-Fencing an ongoing transaction does not bump the epoch in memory before the PrepareAbort
+Transaction version 2 (KIP-890 part 2): a transition records the client's transaction
+version; under it every PrepareCommit/PrepareAbort bumps the producer epoch (the markers and
+the client's next transaction use the bumped one), an abort may start from Empty or Complete*
+(an empty abort), and an exhausted epoch moves to ``next_producer_id`` at epoch 0 when the
+transaction completes.
+
+Differs from Kafka: fencing an ongoing transaction does not bump the epoch in memory before the PrepareAbort
 record is written (Kafka does, and remembers a failed write in ``hasFailedEpochFence`` so it
 does not bump twice): here the bumped epoch travels in the transit record and takes effect
 when that record is durable, so a failed write leaves nothing to undo.
@@ -80,7 +85,9 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    # From Empty/Complete*: transaction version 2's empty abort.
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY, _S.COMPLETE_COMMIT,
+                                 _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
@@ -88,6 +95,13 @@ VALID_PREVIOUS_STATES: dict[TxnState, frozenset[TxnState]] = {
 }
 # States in which an idle transactional id may expire (no transaction open).
 EXPIRATION_ALLOWED = frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT})
+
+
+TV_2 = 2  # the first transaction version that bumps the epoch at the end of every transaction
+
+
+def supports_epoch_bump(transaction_version: int) -> bool:
+    return transaction_version >= TV_2
 
 
 class IllegalTransition(RuntimeError):
@@ -107,6 +121,10 @@ class TxnTransitMetadata:
     partitions: frozenset[tuple[str, int]]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    # The producer id an exhausted epoch moves to when the transaction completes (TV2), and
+    # the transaction version of the client that made the transition.
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
 
 @dataclass(slots=True)
@@ -121,6 +139,8 @@ class TransactionMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
     pending_state: TxnState | None = None
     # The bumped epoch while PrepareEpochFence is pending (Kafka bumps producerEpoch itself).
     fence_epoch: int | None = None
@@ -137,7 +157,8 @@ class TransactionMetadata:
 
     def _prepare_transition_to(self, state: TxnState, producer_id: int, epoch: int, last_epoch: int,
                                timeout_ms: int, partitions: frozenset[tuple[str, int]], start: int,
-                               now: int) -> TxnTransitMetadata:
+                               now: int, next_producer_id: int = NO_PRODUCER_ID,
+                               transaction_version: int | None = None) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransition(f"{self.transactional_id}: preparing {state.state_name} while "
                                     f"{self.pending_state.state_name} is pending")
@@ -149,8 +170,9 @@ class TransactionMetadata:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.state_name} -> "
                                     f"{state.state_name} is not a valid transition")
         self.pending_state = state
+        version = self.client_transaction_version if transaction_version is None else transaction_version
         return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, state,
-                                  partitions, start, now)
+                                  partitions, start, now, next_producer_id, version)
 
     def prepare_fence_producer_epoch(self) -> int:
         """InitProducerId of a new incarnation, or the timeout, found a transaction Ongoing:
@@ -196,29 +218,45 @@ class TransactionMetadata:
         return self._prepare_transition_to(TxnState.EMPTY, new_producer_id, 0, last, timeout_ms,
                                            frozenset(), -1, now)
 
-    def prepare_add_partitions(self, partitions: set[tuple[str, int]], now: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, partitions: set[tuple[str, int]], now: int,
+                               transaction_version: int = 0) -> TxnTransitMetadata:
         start = now if self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT) \
             else self.txn_start_timestamp
         return self._prepare_transition_to(TxnState.ONGOING, self.producer_id, self.producer_epoch,
                                            self.last_producer_epoch, self.txn_timeout_ms,
-                                           frozenset(self.partitions | partitions), start, now)
+                                           frozenset(self.partitions | partitions), start, now,
+                                           transaction_version=transaction_version)
 
-    def prepare_abort_or_commit(self, state: TxnState, now: int) -> TxnTransitMetadata:
-        """EndTxn (or a forced abort after PrepareEpochFence, at the bumped epoch)."""
+    def prepare_abort_or_commit(self, state: TxnState, now: int, transaction_version: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID) -> TxnTransitMetadata:
+        """EndTxn (or a forced abort after PrepareEpochFence). Under transaction version 1 the
+        epoch stays (a forced abort carries the fence's bumped one); under version 2 every
+        end bumps it, and an abort from Empty/Complete* (nothing added) starts now."""
         epoch, last = self.producer_epoch, self.last_producer_epoch
-        if self.pending_state is TxnState.PREPARE_EPOCH_FENCE:
+        fencing = self.pending_state is TxnState.PREPARE_EPOCH_FENCE
+        if fencing:
             if state is not TxnState.PREPARE_ABORT:
                 raise IllegalTransition(f"{self.transactional_id}: {state.state_name} while fencing")
             epoch, last = self.fence_epoch, NO_PRODUCER_EPOCH
             self.pending_state = None
+        if supports_epoch_bump(transaction_version):
+            # At Short.MaxValue an abort goes through unbumped, so a broken producer can recover.
+            epoch = self.producer_epoch if self.producer_epoch >= MAX_PRODUCER_EPOCH else self.producer_epoch + 1
+            last = self.producer_epoch
+        start = now if self.state is not TxnState.ONGOING else self.txn_start_timestamp
         return self._prepare_transition_to(state, self.producer_id, epoch, last, self.txn_timeout_ms,
-                                           frozenset(self.partitions), self.txn_start_timestamp, now)
+                                           frozenset(self.partitions), start, now, next_producer_id,
+                                           transaction_version)
 
     def prepare_complete(self, now: int) -> TxnTransitMetadata:
+        """Complete* once the markers are written; under TV2 an exhausted epoch moves to the
+        next producer id at epoch 0 here (the last epoch stays the one the client saw)."""
         state = TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
-        return self._prepare_transition_to(state, self.producer_id, self.producer_epoch,
-                                           self.last_producer_epoch, self.txn_timeout_ms, frozenset(),
-                                           self.txn_start_timestamp, now)
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if supports_epoch_bump(self.client_transaction_version) and self.next_producer_id != NO_PRODUCER_ID:
+            producer_id, epoch = self.next_producer_id, 0
+        return self._prepare_transition_to(state, producer_id, epoch, self.last_producer_epoch,
+                                           self.txn_timeout_ms, frozenset(), self.txn_start_timestamp, now)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         return self._prepare_transition_to(TxnState.DEAD, self.producer_id, self.producer_epoch,
@@ -260,24 +298,45 @@ class TransactionMetadata:
             self.txn_start_timestamp = t.txn_start_timestamp
             self.partitions |= t.partitions
         elif t.state.is_prepare:
-            fence = t.state is TxnState.PREPARE_ABORT and t.producer_id == self.producer_id and \
-                t.producer_epoch == self.fence_epoch
-            if (not same_producer and not fence) or set(t.partitions) != self.partitions \
-                    or t.txn_timeout_ms != self.txn_timeout_ms or t.txn_start_timestamp != self.txn_start_timestamp:
-                self._fail(t, "the transaction changed")
+            self._check_prepare(t, same_producer)
             self.producer_epoch = t.producer_epoch
             self.last_producer_epoch = t.last_producer_epoch
+            self.txn_start_timestamp = t.txn_start_timestamp
+            self.next_producer_id = t.next_producer_id
         elif t.state.is_complete:
-            if not same_producer or t.txn_timeout_ms != self.txn_timeout_ms or t.txn_start_timestamp == -1:
+            rotated = supports_epoch_bump(t.client_transaction_version) and t.producer_epoch == 0 \
+                and t.producer_id != self.producer_id
+            valid = (t.last_producer_epoch == self.last_producer_epoch and t.last_producer_id == self.producer_id
+                     if rotated else same_producer)
+            if not valid or t.txn_timeout_ms != self.txn_timeout_ms or t.txn_start_timestamp == -1:
                 self._fail(t, "the transaction changed")
+            self.producer_id = t.producer_id
+            self.last_producer_id = t.last_producer_id
+            self.producer_epoch = t.producer_epoch
+            self.next_producer_id = NO_PRODUCER_ID
             self.txn_start_timestamp = t.txn_start_timestamp
             self.partitions.clear()
         else:  # Dead is never completed (the id is removed), PrepareEpochFence never written
             self._fail(t, "never completed")
         self.txn_last_update_timestamp = t.txn_last_update_timestamp
+        self.client_transaction_version = t.client_transaction_version
         self.pending_state = None
         self.fence_epoch = None
         self.state = t.state
+
+    def _check_prepare(self, t: TxnTransitMetadata, same_producer: bool) -> None:
+        """PrepareCommit/PrepareAbort: the same transaction, at the same epoch (TV1; a fence's
+        bumped one) or the next (TV2, whose empty abort may also start from Empty/Complete*)."""
+        if supports_epoch_bump(t.client_transaction_version):
+            valid_epoch = t.last_producer_epoch == self.producer_epoch and t.producer_id == self.producer_id
+            empty_abort = t.state is TxnState.PREPARE_ABORT and self.state is not TxnState.ONGOING
+        else:
+            fence = t.state is TxnState.PREPARE_ABORT and t.producer_id == self.producer_id and \
+                t.producer_epoch == self.fence_epoch
+            valid_epoch, empty_abort = same_producer or fence, False
+        if not valid_epoch or set(t.partitions) != self.partitions or t.txn_timeout_ms != self.txn_timeout_ms \
+                or (t.txn_start_timestamp != self.txn_start_timestamp and not empty_abort):
+            self._fail(t, "the transaction changed")
 
     def _fail(self, t: TxnTransitMetadata, why: str) -> None:
         raise IllegalTransition(f"{self.transactional_id}: transition to {t} failed ({why}); now {self}")
@@ -287,4 +346,5 @@ class TransactionMetadata:
         """The metadata as loaded from ``__transaction_state``."""
         return cls(transactional_id, t.producer_id, t.last_producer_id, t.producer_epoch,
                    t.last_producer_epoch, t.txn_timeout_ms, t.state, set(t.partitions),
-                   t.txn_start_timestamp, t.txn_last_update_timestamp)
+                   t.txn_start_timestamp, t.txn_last_update_timestamp, t.next_producer_id,
+                   t.client_transaction_version)

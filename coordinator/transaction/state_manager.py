@@ -204,7 +204,7 @@ class TransactionStateManager:
             return ErrorCode.not_coordinator
         p = self.partition_for(transactional_id)
         now = self.s.now_ms()
-        batch = rb.build_batch([(txn_log.encode_key(transactional_id), txn_log.encode_value(transit))],
+        batch = rb.build_batch([(txn_log.encode_key(transactional_id), txn_log.encode_value(transit, self.s.transaction_version()))],
                                timestamp=now)
         code = await self.s.append(TXN_TOPIC, p, bytes(batch), transit.txn_timeout_ms)
         error = append_error(code) if code else 0

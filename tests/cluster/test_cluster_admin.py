@@ -263,7 +263,7 @@ def test_a_feature_level_changed_through_one_broker_is_answered_by_every_broker(
     for node in cluster.nodes.values():
         wait_for(lambda node=node: (e := finalized(node))[1] == {} and e[0] > epochs[node.node_id], 30,
                  f"broker {node.node_id} to answer the downgrade")
-    update(1, 1)
+    update(2, 1)  # back to where a new cluster starts: transaction version 2
     for node in cluster.nodes.values():
-        wait_for(lambda node=node: finalized(node)[1] == {"transaction.version": 1}, 30,
+        wait_for(lambda node=node: finalized(node)[1] == {"transaction.version": 2}, 30,
                  f"broker {node.node_id} to answer the upgrade")

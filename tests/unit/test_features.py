@@ -22,8 +22,8 @@ def test_a_cluster_that_never_changed_a_level_has_the_defaults():
 
 
 @pytest.mark.parametrize("update, reason", [
-    (FeatureUpdate(TV, 2), "Invalid update version 2 for feature transaction.version. Local controller 1 "
-                           "only supports versions 0-1"),
+    (FeatureUpdate(TV, 3), "Invalid update version 3 for feature transaction.version. Local controller 1 "
+                           "only supports versions 0-2"),
     (FeatureUpdate("no.such.feature", 1), "Invalid update version 1 for feature no.such.feature. Local "
                                           "controller 1 does not support this feature."),
     (FeatureUpdate(TV, -1, UpgradeType.SAFE_DOWNGRADE), "A feature version cannot be less than 0."),

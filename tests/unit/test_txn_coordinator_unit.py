@@ -23,6 +23,11 @@ NODE = 1
 TXN = "txn-a"
 
 
+async def end_txn(c: TransactionCoordinator, *args) -> int:
+    """EndTxn's error code (TV1 requests answer no producer id and epoch)."""
+    return (await c.end_transaction(*args))[0]
+
+
 class FakeBroker:
     """Implements coordinator.transaction.services.TxnServices in memory."""
 
@@ -54,6 +59,7 @@ class FakeBroker:
         self.append_gate: asyncio.Event | None = None
         self.next_pid = 1000
         self.metadata_current = True
+        self.tv = 2  # the cluster's finalized transaction.version
 
     # TxnServices
     def metadata_is_current(self) -> bool:
@@ -103,8 +109,11 @@ class FakeBroker:
         self.next_pid += 1
         return self.next_pid
 
+    def transaction_version(self) -> int:
+        return self.tv
+
     async def send_request(self, node_id, api_key, api_version, request):
-        assert (api_key, api_version) == (27, 1)
+        assert (api_key, api_version) == (27, 2)
         await asyncio.sleep(0)
         self.requests.append((node_id, request))
         if self.send_failures:
@@ -248,10 +257,10 @@ async def test_a_coordinator_whose_metadata_is_suspect_after_a_stall_admits_no_r
     assert (await c.init_producer_id(TXN, 60000))[0] == E.not_coordinator
     assert await c.add_partitions(TXN, pid, epoch, {("data", 1)}) == E.not_coordinator
     assert await c.verify_partitions(TXN, pid, epoch, [("data", 0)]) == {("data", 0): E.not_coordinator}
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.not_coordinator
+    assert await end_txn(c, TXN, pid, epoch, True) == E.not_coordinator
     assert len(broker.txn_log()) == written  # nothing was decided from the suspect copy
     broker.metadata_current = True
-    assert await c.end_transaction(TXN, pid, epoch, True) == 0
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
 
 
 async def test_kip360_bump_retry_and_stale_epochs(env):
@@ -286,37 +295,37 @@ async def test_commit_cycle_writes_each_step_and_sends_markers(env):
     assert broker.txn_log()[-1] == (S.ONGOING, epoch, {("data", 0), ("data", 1)})
     assert await c.add_partitions(TXN, pid, epoch, {("data", 0)}) == 0  # subset: no write
     assert len(broker.txn_log()) == 2
-    assert await c.end_transaction(TXN, pid, epoch, True) == 0
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
     assert broker.txn_log()[-1] == (S.PREPARE_COMMIT, epoch, {("data", 0), ("data", 1)})
     await wait_state(c, S.COMPLETE_COMMIT)
     assert broker.txn_log()[-1] == (S.COMPLETE_COMMIT, epoch, set())
     assert sorted(broker.markers) == [(("data", 0), pid, epoch, True, 0), (("data", 1), pid, epoch, True, 0)]
     assert len(broker.requests) == 1 and broker.requests[0][0] == NODE  # one request to the leader
     # Retries of the same outcome succeed; the other outcome is an invalid state.
-    assert await c.end_transaction(TXN, pid, epoch, True) == 0
-    assert await c.end_transaction(TXN, pid, epoch, False) == E.invalid_txn_state
-    assert await c.end_transaction(TXN, pid, epoch - 1 if epoch else epoch + 1, True) == E.producer_fenced
-    assert await c.end_transaction(TXN, pid + 1, epoch, True) == E.invalid_producer_id_mapping
-    assert await c.end_transaction("", pid, epoch, True) == E.invalid_request
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
+    assert await end_txn(c, TXN, pid, epoch, False) == E.invalid_txn_state
+    assert await end_txn(c, TXN, pid, epoch - 1 if epoch else epoch + 1, True) == E.producer_fenced
+    assert await end_txn(c, TXN, pid + 1, epoch, True) == E.invalid_producer_id_mapping
+    assert await end_txn(c, "", pid, epoch, True) == E.invalid_request
 
 
 async def test_end_txn_state_table(env):
     broker, c = env
     _, pid, epoch = await c.init_producer_id(TXN, 60000)
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.invalid_txn_state  # Empty
-    assert await c.end_transaction(TXN, pid, epoch, False) == E.invalid_txn_state
+    assert await end_txn(c, TXN, pid, epoch, True) == E.invalid_txn_state  # Empty
+    assert await end_txn(c, TXN, pid, epoch, False) == E.invalid_txn_state
     assert await c.add_partitions(TXN, pid, epoch, {("data", 0)}) == 0
     c.markers.paused = True  # hold the markers: the transaction stays in PrepareAbort
-    assert await c.end_transaction(TXN, pid, epoch, False) == 0
-    assert await c.end_transaction(TXN, pid, epoch, False) == E.concurrent_transactions
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.concurrent_transactions  # completion pending
+    assert await end_txn(c, TXN, pid, epoch, False) == 0
+    assert await end_txn(c, TXN, pid, epoch, False) == E.concurrent_transactions
+    assert await end_txn(c, TXN, pid, epoch, True) == E.concurrent_transactions  # completion pending
     assert await c.add_partitions(TXN, pid, epoch, {("data", 1)}) == E.concurrent_transactions
     assert (await c.init_producer_id(TXN, 60000))[0] == E.concurrent_transactions
     assert (await c.verify_partitions(TXN, pid, epoch, [("data", 0)])) == {("data", 0): E.concurrent_transactions}
     c.markers.paused = False
     await wait_state(c, S.COMPLETE_ABORT)
-    assert await c.end_transaction(TXN, pid, epoch, False) == 0
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.invalid_txn_state
+    assert await end_txn(c, TXN, pid, epoch, False) == 0
+    assert await end_txn(c, TXN, pid, epoch, True) == E.invalid_txn_state
 
 
 async def test_add_partitions_errors(env):
@@ -366,7 +375,7 @@ async def test_new_incarnation_fences_and_aborts_the_ongoing_transaction(env):
     assert broker.markers == [(("data", 0), pid, epoch + 1, False, 0)]  # ABORT at epoch + 1
     assert await c.init_producer_id(TXN, 60000) == (0, pid, epoch + 2)
     # The zombie is fenced everywhere.
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.producer_fenced
+    assert await end_txn(c, TXN, pid, epoch, True) == E.producer_fenced
     assert await c.add_partitions(TXN, pid, epoch, {("data", 0)}) == E.producer_fenced
     assert broker.events == Counter({("fenced", "new incarnation"): 1, ("aborted", "new incarnation"): 1})
 
@@ -377,7 +386,7 @@ async def test_the_fenced_producer_is_refused_while_the_abort_is_being_written(e
     broker.append_gate = asyncio.Event()
     init = asyncio.create_task(c.init_producer_id(TXN, 60000))
     await settle()
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.producer_fenced
+    assert await end_txn(c, TXN, pid, epoch, True) == E.producer_fenced
     assert await c.verify_partitions(TXN, pid, epoch, [("data", 0)]) == {("data", 0): E.producer_fenced}
     assert await c.add_partitions(TXN, pid, epoch, {("data", 1)}) == E.producer_fenced
     broker.append_gate.set()
@@ -412,7 +421,7 @@ async def test_markers_are_retried_until_every_partition_has_one(env):
     pid, epoch = await begin(c, partitions=(("data", 0), ("data", 1)))
     broker.marker_codes[("data", 1)] = [E.not_leader_or_follower, E.request_timed_out]
     broker.send_failures = 1
-    assert await c.end_transaction(TXN, pid, epoch, True) == 0
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
     await wait_state(c, S.COMPLETE_COMMIT)
     assert sorted(tp for tp, *_ in broker.markers) == [("data", 0), ("data", 1)]
     assert len(broker.requests) == 4  # failed send, then data-1 twice more
@@ -422,7 +431,7 @@ async def test_markers_go_to_each_partitions_leader(env):
     broker, c = env
     broker.topics["data"][1] = [3, 7]  # data-1 is led by node 3
     pid, epoch = await begin(c, partitions=(("data", 0), ("data", 1)))
-    assert await c.end_transaction(TXN, pid, epoch, False) == 0
+    assert await end_txn(c, TXN, pid, epoch, False) == 0
     await wait_state(c, S.COMPLETE_ABORT)
     by_node = {node: [(t["name"], p) for m in r["markers"] for t in m["topics"] for p in t["partition_indexes"]]
                for node, r in broker.requests}
@@ -435,7 +444,7 @@ async def test_a_deleted_topic_is_dropped_and_a_leaderless_partition_waits(env):
     broker.topics["data"][1] = [-1, 3]
     pid, epoch = await begin(c, partitions=(("gone", 0), ("data", 1)))
     del broker.topics["gone"]
-    assert await c.end_transaction(TXN, pid, epoch, True) == 0
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
     await asyncio.sleep(0.1)
     _, found = c.state.get_transaction_state(TXN)
     assert found.meta.state is S.PREPARE_COMMIT and found.meta.partitions == {("data", 1)}
@@ -448,7 +457,7 @@ async def test_a_fenced_marker_cancels_the_completion(env):
     broker, c = env
     pid, epoch = await begin(c)
     broker.marker_codes[("data", 0)] = [E.transaction_coordinator_fenced]
-    assert await c.end_transaction(TXN, pid, epoch, True) == 0
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
     await asyncio.sleep(0.05)
     assert broker.txn_log()[-1][0] is S.PREPARE_COMMIT  # no CompleteCommit written
     assert not c.markers.pending
@@ -462,7 +471,7 @@ async def test_many_transactions_share_one_request_per_leader(env):
     began = [(t, *await begin(c, t)) for t in ids]
     c.markers.paused = True
     for t, pid, epoch in began:
-        assert await c.end_transaction(t, pid, epoch, True) == 0
+        assert await end_txn(c, t, pid, epoch, True) == 0
     c.markers.paused = False
     for t in ids:
         await wait_state(c, S.COMPLETE_COMMIT, t)
@@ -477,7 +486,7 @@ async def test_prepare_commit_found_at_load_is_completed():
     await c.start()
     c.coordinator_error(TXN)
     pid, epoch = await begin(c)
-    assert await c.end_transaction(TXN, pid, epoch, True) == 0
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
     await asyncio.sleep(0.05)
     assert broker.markers == [] and broker.txn_log()[-1][0] is S.PREPARE_COMMIT
     await c.stop()
@@ -532,7 +541,7 @@ async def test_timed_out_transaction_is_aborted_with_an_epoch_bump(env):
     assert c.abort_timed_out_transactions() == 1
     await wait_state(c, S.COMPLETE_ABORT)
     assert broker.markers == [(("data", 0), pid, epoch + 1, False, 0)]
-    assert await c.end_transaction(TXN, pid, epoch, True) == E.producer_fenced
+    assert await end_txn(c, TXN, pid, epoch, True) == E.producer_fenced
     assert broker.events == Counter({("fenced", "transaction timed out"): 1,
                                      ("aborted", "transaction timed out"): 1})
     # The stalled producer's successor is not counted as a second fence.

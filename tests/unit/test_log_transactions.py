@@ -136,3 +136,35 @@ def test_recovery_rebuilds_lost_txn_index(tmp_path):
         os.unlink(f)
     lg2, _ = Log.open(path, "t", 0, LogConfig())
     assert [(e.producer_id, e.first_offset, e.last_offset) for e in lg2.collect_aborted_txns(0, 10)] == [(7, 0, 2)]
+
+
+def test_a_tv2_marker_must_be_newer_than_the_producers_epoch(log):
+    """KIP-1228: under transaction version 2 the coordinator bumped the epoch to end the
+    transaction, so a marker at the data's own epoch is a stale one; the same epoch again once
+    the transaction ended is a retry of a marker already written (KAFKA-19999)."""
+    append(log, txn_batch(7, 3, 0))
+    with pytest.raises(KafkaError) as stale:
+        log.append_marker(7, 3, 0, True, 0, transaction_version=2)
+    assert stale.value.code == ErrorCode.invalid_producer_epoch
+    log.append_marker(7, 4, 0, True, 0, transaction_version=2)
+    log.append_marker(7, 4, 0, True, 0, transaction_version=2)  # the retry
+    with pytest.raises(KafkaError) as delayed:  # a produce of the ended transaction, late
+        log.append_as_leader(txn_batch(7, 3, 2), 0)
+    assert delayed.value.code == ErrorCode.invalid_producer_epoch
+
+
+def test_a_tv2_verification_guard_outlives_the_previous_transactions_marker(log):
+    """The next transaction's add starts at the bumped epoch, which the previous transaction's
+    marker carries too: that marker leaves the guard (Kafka's isV2NextTransactionStarted); a
+    TV1 guard it clears."""
+    append(log, txn_batch(7, 3, 0))
+    ps = log.producer_state
+    guard = ps.start_verification(7, 4, supports_epoch_bump=True)
+    log.append_marker(7, 4, 0, True, 0, transaction_version=2)
+    ps.check_verification(rb.parse_header(txn_batch(7, 4, 0)), guard)  # still valid
+    append(log, txn_batch(7, 4, 0))
+    tv1_guard = ps.start_verification(8, 0)
+    log.append_marker(8, 0, 0, False, 0)
+    with pytest.raises(KafkaError) as ended:
+        ps.check_verification(rb.parse_header(txn_batch(8, 0, 0)), tv1_guard)
+    assert ended.value.code == ErrorCode.invalid_txn_state

@@ -54,6 +54,7 @@ class FakeBroker:
         self.requests: list[tuple[int, dict]] = []
         self.markers: list[tuple[tuple[str, int], int, int, bool, int]] = []
         self.marker_codes: dict[tuple[str, int], list[int]] = {}
+        self.marker_versions: list[int] = []
         self.send_failures = 0
         self.load_gate: threading.Event | None = None
         self.append_gate: asyncio.Event | None = None
@@ -130,6 +131,7 @@ class FakeBroker:
                     if code == 0:
                         self.markers.append(((t["name"], p), m["producer_id"], m["producer_epoch"],
                                              m["transaction_result"], m["coordinator_epoch"]))
+                        self.marker_versions.append(m["transaction_version"])
                     parts.append({"partition_index": p, "error_code": code})
                 topics.append({"name": t["name"], "partitions": parts})
             results.append({"producer_id": m["producer_id"], "topics": topics})

@@ -70,3 +70,36 @@ def test_partition_for_is_javas():
     assert txn_log.partition_for("", 50) == 0
     # UTF-16 code units, as Java: a character outside the BMP is two of them.
     assert txn_log.java_string_hash("\U0001F600") == (0xD83D * 31 + 0xDE00)
+
+
+def test_value_v1_bytes_with_the_tagged_fields_of_transaction_version_2():
+    t = TxnTransitMetadata(producer_id=7, last_producer_id=6, producer_epoch=2, last_producer_epoch=1,
+                           txn_timeout_ms=60000, state=S.PREPARE_COMMIT, partitions=frozenset({("b", 0)}),
+                           txn_start_timestamp=1000, txn_last_update_timestamp=2000, next_producer_id=9,
+                           client_transaction_version=2)
+    value = txn_log.encode_value(t, transaction_version=2)
+    assert value == bytes.fromhex(
+        "0001"               # version 1 (flexible)
+        "0000000000000007"   # producer id
+        "0002"               # producer epoch
+        "0000ea60"           # transaction timeout 60000
+        "02"                 # status PrepareCommit
+        "02"                 # compact array: one topic
+        "02" "62"            # compact string "b"
+        "02" "00000000"      # compact array: partition 0
+        "00"                 # the topic's tagged fields
+        "00000000000007d0"   # last update 2000
+        "00000000000003e8"   # start 1000
+        "03"                 # three tagged fields
+        "00" "08" "0000000000000006"  # 0: previous producer id
+        "01" "08" "0000000000000009"  # 1: next producer id
+        "02" "02" "0002"     # 2: client transaction version
+    )
+    assert txn_log.decode_value(value) == TxnTransitMetadata(
+        producer_id=7, last_producer_id=6, producer_epoch=2, last_producer_epoch=-1, txn_timeout_ms=60000,
+        state=S.PREPARE_COMMIT, partitions=frozenset({("b", 0)}), txn_start_timestamp=1000,
+        txn_last_update_timestamp=2000, next_producer_id=9, client_transaction_version=2)
+    # Defaults are left out, as Kafka's generated code leaves them out; Empty's partitions are null.
+    empty = txn_log.encode_value(TxnTransitMetadata(7, -1, 0, -1, 60000, S.EMPTY, frozenset(), -1, 5), 1)
+    assert empty.endswith(bytes.fromhex("00" "0000000000000005" "ffffffffffffffff" "00"))
+    assert txn_log.decode_value(empty).client_transaction_version == 0

@@ -17,6 +17,7 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
+from protocol.errors import ErrorCode
 from tests.integration.test_transactions_cli import ok, table
 from tests.support.clients import consume_all, create_topic
 from tests.support.cluster import (
@@ -31,6 +32,7 @@ from tests.support.cluster import (
     wait_isr_complete,
 )
 from tests.support.eos import CONTROL_COMMIT, data_batches
+from tests.support.raw import describe_transaction as describe_txn
 
 PARTITIONS = 3
 MARKER_DELAY_MS = 6000
@@ -180,3 +182,53 @@ def test_coordinator_cut_off_by_the_network_is_fenced_when_it_returns(partitione
     finally:
         topo.heal(s.coordinator)
     s.assert_deposed_coordinator_fenced(old)
+
+
+def test_tv2_prepare_commit_completes_on_the_new_coordinator_at_the_bumped_epoch(healthy):
+    """Transaction version 2 (raw Produce v12 and EndTxn v5): the coordinator is killed -9
+    between PrepareCommit (already at the bumped epoch, which EndTxn answered) and its markers;
+    the new one writes the markers at that epoch, the producer carries on with it, and a
+    produce of the ended transaction that arrives late, at a partition leader that asks the
+    remote coordinator to add it, is refused with the old epoch and never read."""
+    from tests.integration.test_transaction_version2 import _end, _init, _produce, _wait_state
+    from tests.support.raw import RawClient
+
+    cluster = healthy
+    tag = uuid.uuid4().hex[:6]
+    topic, txn_id = f"tv2-fence-{tag}", f"tv2-fence-{tag}"
+    create_topic(cluster.bootstrap, topic, 2, replication_factor=3)
+    wait_isr_complete(cluster, topic)
+    coordinator = coordinator_node(cluster, txn_id, TRANSACTION)
+    leaders = {p: leader for p, (leader, _, _) in describe(cluster.bootstrap, topic).items()}
+    with RawClient(cluster.node(coordinator).address) as c:
+        pid, epoch = _init(c, txn_id)
+    with RawClient(cluster.node(leaders[0]).address) as c:
+        assert _produce(c, topic, txn_id, pid, epoch, 0) == 0
+    with RawClient(cluster.node(coordinator).address) as c:
+        assert _end(c, txn_id, pid, epoch, commit=True) == (0, pid, epoch + 1)
+    cluster.node(coordinator).kill9()  # the markers are held for MARKER_DELAY_MS: none written yet
+    try:
+        survivor = next(n for n in cluster.nodes.values() if n.alive)
+        wait_for(lambda: len(consume_all(cluster.bootstrap, topic, 2, 10, timeout=2,
+                                         **{"isolation.level": "read_committed"})) == 1, 60,
+                 "the new coordinator's markers")
+        new = coordinator_node(cluster, txn_id, TRANSACTION)
+        assert new != coordinator
+        with RawClient(cluster.node(new).address) as c:
+            _wait_state(c, txn_id, "CompleteCommit")
+            assert describe_txn(c, txn_id).producer_epoch == epoch + 1
+        leaders = {p: leader for p, (leader, _, _) in describe(survivor.address, topic).items()}
+        with RawClient(cluster.node(leaders[1]).address) as c:
+            assert _produce(c, topic, txn_id, pid, epoch, 1, partition=1) == ErrorCode.invalid_producer_epoch
+            assert _produce(c, topic, txn_id, pid, epoch + 1, 0, partition=1) == 0
+        with RawClient(cluster.node(new).address) as c:
+            assert _end(c, txn_id, pid, epoch + 1, commit=True) == (0, pid, epoch + 2)
+        wait_for(lambda: len(consume_all(cluster.bootstrap, topic, 2, 10, timeout=2,
+                                         **{"isolation.level": "read_committed"})) == 2, 60,
+                 "the second transaction")
+        values = sorted(m.value() for m in consume_all(cluster.bootstrap, topic, 2, 10, timeout=2,
+                                                       **{"isolation.level": "read_committed"}))
+        assert values == [b"v0", b"v0"]  # each transaction's one record; the late one never
+    finally:
+        cluster.node(coordinator).start()
+        cluster.wait_registered(set(cluster.nodes), 60)

@@ -9,6 +9,10 @@ Phases:
          call to return) and whole-transaction latency, median of --runs runs.
   idem   plain vs idempotent produce at max rate (acks=all, linger.ms=5, 1 KB): MB/s of each
          and the idempotence cost (1 - idempotent/plain), median of --runs runs.
+  java   the same transactions with Kafka's Java client (kafka-clients 4.3.1, the harness of
+         compat/java_client), once with ``transaction.version`` finalized at 1 and once at 2
+         (KIP-890 part 2: every commit bumps the epoch; no AddPartitionsToTxn), set through
+         UpdateFeatures on both brokers: what transaction version 2 costs each.
 Broker CPU-seconds per transaction come from /proc (see produce_bench.py).
 """
 
@@ -63,6 +67,42 @@ def txn_run(bootstrap: str, topic: str, n_txns: int, records_per_txn: int, size:
     return res
 
 
+def set_transaction_version(bootstrap: str, level: int) -> None:
+    """Finalize ``transaction.version`` at ``level`` (UpdateFeatures v1, upgrade or safe downgrade)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.support.raw import RawClient
+
+    for upgrade_type in (1, 2):  # whichever direction it is, one of them applies
+        with RawClient(bootstrap) as c:
+            r = c.call(57, 1, {"timeout": 60000, "validate_only": False, "feature_updates": [
+                {"feature": "transaction.version", "max_version_level": level, "upgrade_type": upgrade_type}]})
+        if r.error_code == 0:
+            time.sleep(1)  # every broker's (and the client's next) ApiVersions answers it
+            return
+    raise RuntimeError(f"transaction.version={level} refused: {r.error_message}")
+
+
+def java_txn_run(bootstrap: str, topic: str, n_txns: int, records_per_txn: int, size: int,
+                 pid: int | None) -> dict:
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from compat.java_client import runner as java
+
+    java.prepare()
+    out = java._build_dir()
+    classpath = ":".join([str(out / "java-client-compat-1.0.jar"), str(out / "deps" / "*")])
+    cpu0 = pb.cpu_seconds(pid)
+    res = subprocess.run(["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath,
+                          "kbroker.compat.TxnBench", bootstrap, topic, str(n_txns), str(records_per_txn), str(size)],
+                         capture_output=True, text=True, timeout=1800, check=True)
+    cpu1 = pb.cpu_seconds(pid)
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    if cpu0 is not None and cpu1 is not None:
+        r["broker_cpu_ms_per_txn"] = (cpu1 - cpu0) * 1000 / n_txns
+    return r
+
+
 def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
@@ -82,6 +122,19 @@ def bench(t: pb.Target, args) -> dict:
                 runs.append(r)
             out["txn"] = {k: _median(runs, k) for k in runs[0] if k not in ("txns", "seconds")}
             out["txn"]["runs"] = runs
+        if "java" in args.phases:
+            for level in (1, 2):
+                set_transaction_version(t.bootstrap, level)
+                runs = []
+                for i in range(args.runs):
+                    topic = f"java-txn-bench-{level}-{i}-{uuid.uuid4().hex[:6]}"
+                    pb.create_topic(t.bootstrap, topic, args.partitions)
+                    r = java_txn_run(t.bootstrap, topic, args.txns, 10, 1024, t.pid)
+                    pb.log(f"{t.name}: java TV{level} run {i + 1}/{args.runs}: {r['txn_s']:.0f} txn/s, commit p50 "
+                           f"{r['commit_p50_ms']:.2f} ms p99 {r['commit_p99_ms']:.2f} ms")
+                    runs.append(r)
+                out[f"java_tv{level}"] = {k: _median(runs, k) for k in runs[0] if k not in ("txns", "seconds")}
+                out[f"java_tv{level}"]["runs"] = runs
         if "idem" in args.phases:
             n = int(args.mb * pb.MB / 1024)
             runs: dict[bool, list] = {False: [], True: []}
@@ -107,6 +160,9 @@ def bench(t: pb.Target, args) -> dict:
 ROWS = [("txn/s", ("txn", "txn_s")), ("commit p50 ms", ("txn", "commit_p50_ms")),
         ("commit p99 ms", ("txn", "commit_p99_ms")), ("txn p50 ms", ("txn", "txn_p50_ms")),
         ("txn p99 ms", ("txn", "txn_p99_ms")), ("broker CPU ms/txn", ("txn", "broker_cpu_ms_per_txn")),
+        *[(f"Java TV{v} {label}", (f"java_tv{v}", key)) for v in (1, 2)
+          for label, key in (("txn/s", "txn_s"), ("commit p50 ms", "commit_p50_ms"),
+                             ("commit p99 ms", "commit_p99_ms"), ("broker CPU ms/txn", "broker_cpu_ms_per_txn"))],
         ("plain MB/s (acks=all)", ("idem", "plain", "mb_s")),
         ("idempotent MB/s (acks=all)", ("idem", "idempotent", "mb_s")),
         ("idempotence cost", ("idem", "idempotence_cost"))]
@@ -146,7 +202,7 @@ def main(argv=None) -> int:
     ap.add_argument("--txns", type=int, default=1000)
     ap.add_argument("--mb", type=float, default=256)
     ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--phases", default="txn,idem")
+    ap.add_argument("--phases", default="txn,java,idem")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     if args.quick:

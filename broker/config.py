@@ -103,6 +103,8 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("min.insync.replicas", int, 1, *at_least(1)),
     _k("auto.create.topics.enable", _bool, True),
     _k("delete.topic.enable", _bool, True),
+    # Also advertise the versions Kafka 4.3.1 marks latestVersionUnstable (InitProducerId v6).
+    _k("unstable.api.versions.enable", _bool, False),
     _k("log.segment.bytes", int, 1073741824, *at_least(1048576)),
     _k("log.roll.ms", int, None, *at_least(1)),
     _k("log.roll.hours", int, 168, *at_least(1)),
@@ -239,6 +241,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000, *at_least(1)),
     _k("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000, *at_least(1)),
     _k("transaction.partition.verification.enable", _bool, True),
+    _k("transaction.two.phase.commit.enable", _bool, False),
     _k("producer.id.expiration.ms", int, 86400000, *at_least(1)),
     _k("share.coordinator.state.topic.replication.factor", int, 3, *at_least(1)),
     _k("share.coordinator.state.topic.min.isr", int, 2, *at_least(1)),

@@ -221,7 +221,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if spec is None:
             self._close_for("unknown_api_key", api_key=api_key)
             return None
-        if not spec.min_version <= api_version <= spec.max_version:
+        if not spec.min_version <= api_version <= spec.max_version and not (
+                spec.unstable_max is not None and spec.min_version <= api_version <= spec.unstable_max
+                and self.broker.config["unstable.api.versions.enable"]):
             if api_key == API_VERSIONS_KEY:
                 # Kafka reads a newer ApiVersions request with the flexible header (v2);
                 # a header it cannot read closes the connection instead.

@@ -31,6 +31,13 @@ class ApiSpec:
     refused_below: int = 0
     # Answers a refused version from the raw frame: (frame, body_offset, version) -> body.
     legacy: Callable[[bytes, int, int], bytes] | None = None
+    # A last version Kafka marks unstable: served (and advertised) only with
+    # ``unstable.api.versions.enable``, as Kafka's ApiVersions leaves it out otherwise.
+    unstable_max: int | None = None
+
+    def top(self, unstable: bool) -> int:
+        """The highest version served: ``unstable_max`` when unstable versions are enabled."""
+        return self.unstable_max if unstable and self.unstable_max is not None else self.max_version
 
 
 REGISTRY: dict[int, ApiSpec] = {}
@@ -42,12 +49,12 @@ def camel_name(name: str) -> str:
 
 
 def register(key: int, min_version: int, max_version: int, *, refused_below: int = 0,
-             legacy: Callable[[bytes, int, int], bytes] | None = None):
+             legacy: Callable[[bytes, int, int], bytes] | None = None, unstable_max: int | None = None):
     """Decorator: register ``handler`` as the implementation of API ``key``."""
 
     def wrap(handler: Callable[..., Any]) -> Callable[..., Any]:
         REGISTRY[key] = ApiSpec(key, camel_name(api_key_map[key]), min_version, max_version, handler,
-                                refused_below, legacy)
+                                refused_below, legacy, unstable_max)
         return handler
 
     return wrap

@@ -1,7 +1,8 @@
 """ApiVersions: v0-4
 
 Behavior:
-- Lists every API key in the registry with the range this broker implements.
+- Lists every API key in the registry with the range this broker implements; a last version
+  Kafka 4.3.1 marks unstable (InitProducerId v6) only with ``unstable.api.versions.enable``.
 - An unknown version is answered by the server layer in the v0 layout with
   UNSUPPORTED_VERSION and ApiVersions' own range, so any client can downgrade (KIP-511).
 - The response header is always v0, even for flexible versions.
@@ -23,9 +24,10 @@ from ..request_context import RequestContext
 
 @register(18, 0, 4)
 async def handle_api_versions(ctx: RequestContext, request) -> dict:
+    unstable = ctx.services.config["unstable.api.versions.enable"]
     response = {
         "error_code": 0,
-        "api_keys": [{"api_key": s.key, "min_version": s.min_version, "max_version": s.max_version}
+        "api_keys": [{"api_key": s.key, "min_version": s.min_version, "max_version": s.top(unstable)}
                      for s in sorted(REGISTRY.values(), key=lambda s: s.key)],
         "throttle_time": 0,
     }

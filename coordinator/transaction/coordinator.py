@@ -55,6 +55,7 @@ from .state_manager import TXN_TOPIC, CoordinatorEpochAndMetadata, TransactionSt
 log = structlog.get_logger("coordinator.transaction")
 
 MARKER_WAIT_S = 0.05
+TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: a 2PC transaction never times out
 RF_WARNING_INTERVAL_S = 10.0
 LOAD_PROGRESS_INTERVAL_S = 5.0
 
@@ -236,14 +237,23 @@ class TransactionCoordinator:
         return 0 < timeout_ms <= self.s.config("transaction.max.timeout.ms")
 
     async def init_producer_id(self, transactional_id: str | None, timeout_ms: int,
-                               expected: tuple[int, int] | None = None) -> tuple[int, int, int]:
+                               expected: tuple[int, int] | None = None, *, enable_two_phase_commit: bool = False,
+                               keep_prepared_txn: bool = False) -> tuple[int, int, int]:
         """Kafka's ``handleInitProducerId``: (error, producer id, epoch). ``expected`` is the
-        KIP-360 (producer id, epoch) the producer had, None if it sent -1/-1."""
+        KIP-360 (producer id, epoch) the producer had, None if it sent -1/-1. A two-phase
+        commit producer (KIP-939) needs ``transaction.two.phase.commit.enable`` and gets no
+        timeout; keeping a prepared transaction is not supported (nor in Kafka 4.3.1)."""
         if transactional_id is None:
             return 0, self.s.generate_producer_id(), 0
         if transactional_id == "":
             return ErrorCode.invalid_request, -1, -1
-        if not self._valid_timeout(timeout_ms):
+        if enable_two_phase_commit and not self.s.config("transaction.two.phase.commit.enable"):
+            return ErrorCode.transactional_id_authorization_failed, -1, -1
+        if keep_prepared_txn:
+            return ErrorCode.unsupported_version, -1, -1
+        if enable_two_phase_commit:
+            timeout_ms = TWO_PHASE_COMMIT_TIMEOUT_MS
+        elif not self._valid_timeout(timeout_ms):
             return ErrorCode.invalid_transaction_timeout, -1, -1
         error, found = self._request_state(transactional_id)
         if not error and found is not None and found.meta.pending_state is not None:

@@ -150,6 +150,11 @@ class TransactionMetadata:
         return self.pending_state is not None
 
     @property
+    def is_distributed_two_phase_commit(self) -> bool:
+        """A KIP-939 transaction: its timeout is Integer.MAX_VALUE and it never times out."""
+        return self.txn_timeout_ms == 2**31 - 1
+
+    @property
     def is_producer_epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
 

@@ -242,6 +242,7 @@ class TransactionStateManager:
                 continue
             for meta in entry.txns.values():
                 if (meta.state is TxnState.ONGOING and meta.pending_state is None
+                        and not meta.is_distributed_two_phase_commit
                         and meta.txn_start_timestamp + meta.txn_timeout_ms < now):
                     out.append((meta.transactional_id, meta.producer_id, meta.producer_epoch))
         return out

@@ -376,8 +376,8 @@ class TxnLogEntry:
 def decode_txn_log_value(offset: int, txid: str, value: bytes | None) -> TxnLogEntry:
     """Kafka TransactionLogValue: int16 version, producer_id int64, producer_epoch int16,
     transaction_timeout_ms int32, transaction_status int8, then (v0) a nullable array of
-    [topic string, partition ids int32 array] and two int64 timestamps. Only the fixed
-    head is read for the flexible v1."""
+    [topic string, partition ids int32 array] and two int64 timestamps; the flexible v1 has
+    the same fields with compact arrays and strings (its tagged fields are not read)."""
     if value is None:
         return TxnLogEntry(offset, txid)
     version, pid, epoch, timeout, status = struct.unpack_from(">hqhib", value, 0)
@@ -394,6 +394,22 @@ def decode_txn_log_value(offset: int, txid: str, value: bytes | None) -> TxnLogE
             pos += 4
             entry.partitions += [(topic, p) for p in struct.unpack_from(f">{k}i", value, pos)]
             pos += 4 * k
+    elif version == 1:
+        from protocol.codec import read_uvarint
+
+        n, pos = read_uvarint(value, 17)  # compact nullable array: count + 1, 0 = null
+        for _ in range(max(n - 1, 0)):
+            ln, pos = read_uvarint(value, pos)
+            topic = value[pos: pos + ln - 1].decode()
+            pos += ln - 1
+            k, pos = read_uvarint(value, pos)
+            entry.partitions += [(topic, p) for p in struct.unpack_from(f">{k - 1}i", value, pos)]
+            pos += 4 * (k - 1)
+            tags, pos = read_uvarint(value, pos)
+            for _ in range(tags):
+                _, pos = read_uvarint(value, pos)
+                size, pos = read_uvarint(value, pos)
+                pos += size
     return entry
 
 

@@ -107,34 +107,30 @@ def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def _txn_runs(t: pb.Target, args, label: str, run) -> dict:
+    """``args.runs`` runs of ``run`` on fresh topics: the medians, and every run."""
+    runs = []
+    for i in range(args.runs):
+        topic = f"{label.replace(' ', '-').lower()}-bench-{i}-{uuid.uuid4().hex[:6]}"
+        pb.create_topic(t.bootstrap, topic, args.partitions)
+        r = run(t.bootstrap, topic, args.txns, 10, 1024, t.pid)
+        pb.log(f"{t.name}: {label} run {i + 1}/{args.runs}: {r['txn_s']:.0f} txn/s, commit p50 "
+               f"{r['commit_p50_ms']:.2f} ms p99 {r['commit_p99_ms']:.2f} ms")
+        runs.append(r)
+    medians = {k: _median(runs, k) for k in runs[0] if k not in ("txns", "seconds")}
+    return {**medians, "runs": runs}
+
+
 def bench(t: pb.Target, args) -> dict:
     out: dict = {"target": t.name}
     t.start()
     try:
         if "txn" in args.phases:
-            runs = []
-            for i in range(args.runs):
-                topic = f"txn-bench-{i}-{uuid.uuid4().hex[:6]}"
-                pb.create_topic(t.bootstrap, topic, args.partitions)
-                r = txn_run(t.bootstrap, topic, args.txns, 10, 1024, t.pid)
-                pb.log(f"{t.name}: txn run {i + 1}/{args.runs}: {r['txn_s']:.0f} txn/s, commit p50 "
-                       f"{r['commit_p50_ms']:.2f} ms p99 {r['commit_p99_ms']:.2f} ms")
-                runs.append(r)
-            out["txn"] = {k: _median(runs, k) for k in runs[0] if k not in ("txns", "seconds")}
-            out["txn"]["runs"] = runs
+            out["txn"] = _txn_runs(t, args, "txn", txn_run)
         if "java" in args.phases:
             for level in (1, 2):
                 set_transaction_version(t.bootstrap, level)
-                runs = []
-                for i in range(args.runs):
-                    topic = f"java-txn-bench-{level}-{i}-{uuid.uuid4().hex[:6]}"
-                    pb.create_topic(t.bootstrap, topic, args.partitions)
-                    r = java_txn_run(t.bootstrap, topic, args.txns, 10, 1024, t.pid)
-                    pb.log(f"{t.name}: java TV{level} run {i + 1}/{args.runs}: {r['txn_s']:.0f} txn/s, commit p50 "
-                           f"{r['commit_p50_ms']:.2f} ms p99 {r['commit_p99_ms']:.2f} ms")
-                    runs.append(r)
-                out[f"java_tv{level}"] = {k: _median(runs, k) for k in runs[0] if k not in ("txns", "seconds")}
-                out[f"java_tv{level}"]["runs"] = runs
+                out[f"java_tv{level}"] = _txn_runs(t, args, f"java TV{level}", java_txn_run)
         if "idem" in args.phases:
             n = int(args.mb * pb.MB / 1024)
             runs: dict[bool, list] = {False: [], True: []}

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import struct
 
+from protocol.fast import uvarint as _varint
+
 from .state import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnState, TxnTransitMetadata
 
 _H = struct.Struct(">h")
@@ -82,15 +84,6 @@ def encode_value(t: TxnTransitMetadata, transaction_version: int = 0) -> bytes:
             out.append(_string(topic) + _I.pack(len(parts)) + b"".join(_I.pack(p) for p in parts))
     out.append(_TIMESTAMPS.pack(t.txn_last_update_timestamp, t.txn_start_timestamp))
     return b"".join(out)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _encode_v1(t: TxnTransitMetadata) -> bytes:

@@ -482,6 +482,15 @@ async def test_many_transactions_share_one_request_per_leader(env):
 
 # --- load after a restart --------------------------------------------------------------------------------
 
+async def restarted(broker: FakeBroker) -> TransactionCoordinator:
+    """The next coordinator of the same log (the old one stopped): a new leader epoch, no fault point."""
+    broker.cfg["test.fault.points"] = ""
+    broker.topics[TXN_TOPIC] = [[NODE, 1] for _ in range(4)]
+    coordinator = TransactionCoordinator(broker)
+    await coordinator.start()
+    return coordinator
+
+
 async def test_prepare_commit_found_at_load_is_completed():
     broker = FakeBroker(**{"test.fault.points": "txn.markers.pause"})
     c = TransactionCoordinator(broker)
@@ -492,11 +501,7 @@ async def test_prepare_commit_found_at_load_is_completed():
     await asyncio.sleep(0.05)
     assert broker.markers == [] and broker.txn_log()[-1][0] is S.PREPARE_COMMIT
     await c.stop()
-    # "Restart": same log, new leader epoch, no fault point.
-    broker.cfg["test.fault.points"] = ""
-    broker.topics[TXN_TOPIC] = [[NODE, 1] for _ in range(4)]
-    c2 = TransactionCoordinator(broker)
-    await c2.start()
+    c2 = await restarted(broker)
     try:
         await wait_state(c2, S.COMPLETE_COMMIT)
         assert broker.markers == [(("data", 0), pid, epoch, True, 1)]  # the new coordinator epoch

@@ -8,9 +8,8 @@ import asyncio
 
 from coordinator.transaction.coordinator import TransactionCoordinator
 from coordinator.transaction.state import MAX_PRODUCER_EPOCH, TxnState
-from coordinator.transaction.state_manager import TXN_TOPIC
 from protocol.errors import ErrorCode as E
-from tests.unit.test_txn_coordinator_unit import NODE, TXN, FakeBroker, wait_state
+from tests.unit.test_txn_coordinator_unit import TXN, FakeBroker, restarted, wait_state
 from tests.unit.test_txn_coordinator_unit import env as env  # noqa: F401  (the fixture)
 
 S = TxnState
@@ -96,10 +95,7 @@ async def test_a_tv2_prepare_commit_is_completed_by_the_next_coordinator_at_the_
     await asyncio.sleep(0.05)
     assert broker.markers == [] and broker.txn_log()[-1][0] is S.PREPARE_COMMIT
     await c.stop()  # the coordinator dies between PrepareCommit and its markers
-    broker.cfg["test.fault.points"] = ""
-    broker.topics[TXN_TOPIC] = [[NODE, 1] for _ in range(4)]
-    c2 = TransactionCoordinator(broker)
-    await c2.start()
+    c2 = await restarted(broker)
     try:
         await wait_state(c2, S.COMPLETE_COMMIT)
         assert broker.markers == [(("data", 0), pid, epoch + 1, True, 1)] and broker.marker_versions == [TV2]

@@ -1,5 +1,6 @@
 """What the group and transaction coordinators share: partition ownership by leader epoch,
-loading with retry, and the mapping of a failed internal-topic append to a coordinator error.
+loading with retry, timers on an injectable clock, and the mapping of a failed internal-topic
+append to a coordinator error.
 
 A coordinator owns the partitions of its internal topic (``__consumer_offsets``,
 ``__transaction_state``) that this broker leads. Leadership arrives with a leader epoch, which
@@ -15,8 +16,10 @@ snapshots (one event loop; state changes only after a durable append), just the 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
@@ -33,6 +36,74 @@ def fault_points(value: object) -> dict[str, str]:
     points where a test makes a coordinator hold an operation, as a slow ISR or a pause would."""
     return {name: arg for name, _, arg in (f.strip().partition(":") for f in str(value or "").split(","))
             if name}
+
+
+class TimerHandle(Protocol):
+    def cancel(self) -> None: ...
+
+
+class CoordinatorTimer(Protocol):
+    """Where a coordinator's timers (sessions, rebalances, delayed joins) run: the event loop
+    in a broker, a clock the test advances in unit tests (Kafka's ``Timer`` / ``MockTimer``)."""
+
+    def schedule(self, delay_ms: float, callback: Callable[..., Any], *args: Any) -> TimerHandle: ...
+
+
+class LoopTimer:
+    """Timers on the running event loop."""
+
+    def schedule(self, delay_ms: float, callback: Callable[..., Any], *args: Any) -> TimerHandle:
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
+
+
+class _ManualHandle:
+    __slots__ = ("cancelled",)
+
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualTimer:
+    """A fake clock: timers fire only when :meth:`advance` moves time past them, in deadline
+    order (a timer scheduled by a callback fires in the same advance if it is due); one of no
+    delay fires at the loop's next turn, as it would on the real clock."""
+
+    def __init__(self) -> None:
+        self.now_ms = 0.0
+        self._due: list[tuple[float, int, _ManualHandle, Callable[..., Any], tuple]] = []
+        self._seq = itertools.count()
+
+    def schedule(self, delay_ms: float, callback: Callable[..., Any], *args: Any) -> TimerHandle:
+        handle = _ManualHandle()
+        if delay_ms <= 0:  # due now: the next turn of the loop, as on the real clock
+            asyncio.get_running_loop().call_soon(self._fire, handle, callback, args)
+            return handle
+        heapq.heappush(self._due, (self.now_ms + delay_ms, next(self._seq), handle, callback, args))
+        return handle
+
+    @staticmethod
+    def _fire(handle: _ManualHandle, callback: Callable[..., Any], args: tuple) -> None:
+        if not handle.cancelled:
+            callback(*args)
+
+    def advance(self, ms: float) -> int:
+        """Move the clock ``ms`` forward, firing what falls due; returns how many fired."""
+        target, fired = self.now_ms + ms, 0
+        while self._due and self._due[0][0] <= target:
+            deadline, _, handle, callback, args = heapq.heappop(self._due)
+            self.now_ms = max(self.now_ms, deadline)
+            if not handle.cancelled:
+                callback(*args)
+                fired += 1
+        self.now_ms = target
+        return fired
+
+    @property
+    def pending(self) -> int:
+        return sum(not entry[2].cancelled for entry in self._due)
 
 
 class PartitionOwnership:

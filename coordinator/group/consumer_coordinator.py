@@ -526,14 +526,14 @@ class ConsumerGroupCoordinator:
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
         key = (group_id, member_id)
         self._cancel_timer(self._session_timers, key)
-        self._session_timers[key] = asyncio.get_running_loop().call_later(
-            self.session_timeout_ms(group_id) / 1000, self._on_session_timeout, group_id, member_id)
+        self._session_timers[key] = self.c.timer.schedule(
+            self.session_timeout_ms(group_id), self._on_session_timeout, group_id, member_id)
 
     def _schedule_rebalance_timeout(self, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
         key = (group_id, member_id)
         self._cancel_timer(self._rebalance_timers, key)
-        self._rebalance_timers[key] = asyncio.get_running_loop().call_later(
-            max(timeout_ms, 0) / 1000, self._on_rebalance_timeout, group_id, member_id, epoch)
+        self._rebalance_timers[key] = self.c.timer.schedule(
+            timeout_ms, self._on_rebalance_timeout, group_id, member_id, epoch)
 
     @staticmethod
     def _cancel_timer(timers: dict, key: tuple[str, str]) -> None:

@@ -11,7 +11,8 @@ the Kafka method a piece of code mirrors is named in its docstring.
 
 Concurrency: everything runs on the event loop. A parked JoinGroup or SyncGroup awaits a future
 kept on its member (Kafka's ``awaitingJoinCallback`` / ``awaitingSyncCallback``), so it only
-holds its own connection. Kafka's purgatories become ``loop.call_later`` timers: the session
+holds its own connection. Kafka's purgatories become timers on ``self.timer`` (the event loop's,
+or a unit test's fake clock, :class:`coordinator.runtime.ManualTimer`): the session
 timeout of each member, the rebalance (DelayedJoin / InitialDelayedJoin), the pending-SyncGroup
 expiry (DelayedSync) and the MEMBER_ID_REQUIRED pending-member expiry. State changes wait for
 their append; the append's completion checks that the partition is still owned at the epoch the
@@ -51,7 +52,16 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 
-from ..runtime import PartitionOwnership, append_error, error_name, fault_points, load_with_retry
+from ..runtime import (
+    CoordinatorTimer,
+    LoopTimer,
+    PartitionOwnership,
+    TimerHandle,
+    append_error,
+    error_name,
+    fault_points,
+    load_with_retry,
+)
 from .consumer_coordinator import ConsumerGroupCoordinator
 from .extension import GroupTypeOwner
 from .loader import LoadedPartition, read_offsets_partition
@@ -105,7 +115,7 @@ def _respond(fut: Any, result: Any) -> None:
 class _DelayedJoin:
     """A pending rebalance completion: Kafka's DelayedJoin or (initial=True) InitialDelayedJoin."""
 
-    handle: asyncio.TimerHandle | None
+    handle: TimerHandle | None
     initial: bool
     delay_ms: int = 0
     remaining_ms: int = 0
@@ -117,8 +127,10 @@ def _to_offset(value: OffsetCommitValue, log_offset: int | None, producer_epoch:
 
 
 class GroupCoordinator:
-    def __init__(self, services: GroupServices) -> None:
+    def __init__(self, services: GroupServices, timer: CoordinatorTimer | None = None) -> None:
         self.s = services
+        # Session, rebalance and join timers (also the consumer groups'): a test's fake clock.
+        self.timer: CoordinatorTimer = timer or LoopTimer()
         self.groups: dict[str, GroupMetadata] = {}
         self.ownership = PartitionOwnership(services.metadata_is_current)
         self.active = False
@@ -399,8 +411,7 @@ class GroupCoordinator:
         if member.heartbeat_timer is not None:
             member.heartbeat_timer.cancel()
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
-        member.heartbeat_timer = asyncio.get_running_loop().call_later(
-            timeout / 1000, self._on_heartbeat_expired, group, member)
+        member.heartbeat_timer = self.timer.schedule(timeout, self._on_heartbeat_expired, group, member)
 
     def _remove_heartbeat(self, member: MemberMetadata) -> None:
         """Kafka's ``removeHeartbeatForLeavingMember``."""
@@ -426,8 +437,8 @@ class GroupCoordinator:
         old = group.pending_member_timers.pop(member_id, None)
         if old is not None:
             old.cancel()
-        group.pending_member_timers[member_id] = asyncio.get_running_loop().call_later(
-            timeout_ms / 1000, self._on_pending_member_expired, group, member_id)
+        group.pending_member_timers[member_id] = self.timer.schedule(
+            timeout_ms, self._on_pending_member_expired, group, member_id)
 
     def _on_pending_member_expired(self, group: GroupMetadata, member_id: str) -> None:
         group.pending_member_timers.pop(member_id, None)
@@ -480,7 +491,7 @@ class GroupCoordinator:
             self._try_complete_join(group)
 
     def _schedule_join(self, group: GroupMetadata, dj: _DelayedJoin, delay_ms: int) -> None:
-        dj.handle = asyncio.get_running_loop().call_later(delay_ms / 1000, self._on_join_timer, group, dj)
+        dj.handle = self.timer.schedule(delay_ms, self._on_join_timer, group, dj)
         group.join_timer = dj
 
     def _on_join_timer(self, group: GroupMetadata, dj: _DelayedJoin) -> None:
@@ -551,8 +562,8 @@ class GroupCoordinator:
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
         self._cancel_sync_timer(group)
-        group.sync_timer = asyncio.get_running_loop().call_later(
-            group.rebalance_timeout_ms / 1000, self._on_expire_pending_sync, group, group.generation_id)
+        group.sync_timer = self.timer.schedule(group.rebalance_timeout_ms, self._on_expire_pending_sync, group,
+                                               group.generation_id)
 
     def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from coordinator.runtime import append_error, error_name
+from coordinator.runtime import CoordinatorTimer, append_error, error_name
 from protocol.errors import ErrorCode
 
 from . import records as rec
@@ -96,6 +96,10 @@ class GroupHost(Protocol):
 
     async def append_records(self, group_id: str, records: list[rec.Record]) -> tuple[int, int]:
         """Append to the group's partition with acks=all: (0, base offset) or (error, -1)."""
+
+    @property
+    def timer(self) -> CoordinatorTimer:
+        """The coordinator's timers (the share members' sessions run on them too)."""
 
 
 class ShareGroupError(Exception):
@@ -378,8 +382,8 @@ class ShareGroupCoordinator:
         if member.session_timer is not None:
             member.session_timer.cancel()
         timeout_ms = self.session_timeout_ms(group.group_id)
-        member.session_timer = asyncio.get_running_loop().call_later(
-            timeout_ms / 1000, self._on_session_timeout, group, member, timeout_ms)
+        member.session_timer = self.host.timer.schedule(timeout_ms, self._on_session_timeout, group, member,
+                                                        timeout_ms)
 
     def _on_session_timeout(self, group: ShareGroup, member: ShareGroupMember, timeout_ms: int) -> None:
         member.session_timer = None
@@ -440,7 +444,6 @@ class ShareGroupCoordinator:
                 group = self.groups[key.group_id] = ShareGroup(key.group_id)
             group.replay(key, value)
             touched.add(key.group_id)
-        loop = asyncio.get_running_loop()
         for group_id in list(touched):
             group = self.groups[group_id]
             if group.group_epoch == 0 and not group.members:
@@ -450,8 +453,8 @@ class ShareGroupCoordinator:
             for member in group.members.values():
                 if member.session_timer is None:
                     timeout_ms = self.session_timeout_ms(group_id)
-                    member.session_timer = loop.call_later(timeout_ms / 1000, self._on_session_timeout,
-                                                           group, member, timeout_ms)
+                    member.session_timer = self.host.timer.schedule(timeout_ms, self._on_session_timeout,
+                                                                    group, member, timeout_ms)
         return len(touched)
 
     def unload(self, partition: int) -> None:

@@ -1,5 +1,5 @@
-"""KIP-848 consumer groups in the group coordinator in-process (a real Broker object, real
-timers): what is awkward to provoke through real clients, such as appends that fail or are held
+"""KIP-848 consumer groups in the group coordinator in-process (a real Broker object, timers on
+the harness's fake clock): what is awkward to provoke through real clients, such as appends that fail or are held
 while heartbeats and timers race, and the epoch checks of transactional offset commits.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from coordinator.group.consumer_coordinator import HeartbeatRequest
 from coordinator.group.state import OffsetAndMetadata
 from protocol.errors import ErrorCode as E
-from tests.unit.test_group_coordinator import Harness, _gate_appends, wait_loaded
+from tests.unit.test_group_coordinator import Harness, _gate_appends, settle, wait_loaded
 
 SESSION_MS = 1000
 
@@ -41,11 +41,13 @@ async def _join(h: Harness, group: str = "g", member_id: str = "m1") -> int:
     return resp["member_epoch"]
 
 
-async def _until(condition, timeout_s: float = SESSION_MS / 1000) -> None:
-    for _ in range(int(timeout_s * 100)):
+async def _until(h: Harness, condition, timeout_ms: int = SESSION_MS) -> None:
+    """Advance the fake clock 10 ms at a time (letting what fired run) until ``condition``."""
+    for _ in range(timeout_ms // 10):
         if condition():
             return
-        await asyncio.sleep(0.01)
+        h.timer.advance(10)
+        await settle()
     raise AssertionError("condition not reached")
 
 
@@ -82,15 +84,16 @@ async def test_a_heartbeat_handled_after_the_session_timer_fired_keeps_the_membe
     epoch = await _join(h, member_id="m1")
     gate = _gate_appends(h)
     joining = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m2", 0)))
-    await asyncio.sleep(0.01)  # m2's join holds the group, its append held
+    await settle()  # m2's join holds the group, its append held
     beat = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m1", epoch, topics=None)))
-    await asyncio.sleep(SESSION_MS / 1000 + 0.1)  # m1's session timer fired meanwhile
+    h.timer.advance(SESSION_MS + 100)  # m1's session timer fires meanwhile
+    await settle()
     gate.set()
     assert (await joining)["error_code"] == 0
     assert (await beat)["error_code"] == 0
     # The expiries run in the order the timers fired, m1's then m2's (which fences m2: nothing
     # rescheduled its timer); m1's new timer fires a session later.
-    await _until(lambda: "m2" not in _members(h))
+    await _until(h, lambda: "m2" not in _members(h))
     assert _members(h) == {"m1"}
 
 
@@ -119,7 +122,7 @@ async def test_a_member_whose_leave_was_not_written_still_expires(harness):
     assert resp["error_code"] != 0
     assert _members(h) == {"m1"}
     failing[0] = False
-    await _until(lambda: not _members(h), timeout_s=2 * SESSION_MS / 1000)
+    await _until(h, lambda: not _members(h), timeout_ms=2 * SESSION_MS)
 
 
 async def test_a_failed_rebalance_expiry_keeps_the_rebalance_timer(harness):
@@ -137,10 +140,11 @@ async def test_a_failed_rebalance_expiry_keeps_the_rebalance_timer(harness):
                                                             rebalance_timeout_ms=-1))
     assert resp["error_code"] == 0 and resp["member_epoch"] == epoch  # revoking: still at its epoch
     failing = _fail_appends(h)
-    await asyncio.sleep(0.3)  # the rebalance timeout fired and the fence was not written
+    h.timer.advance(300)  # the rebalance timeout fires and the fence is not written
+    await settle()
     assert "m1" in _members(h)
     failing[0] = False
-    await _until(lambda: "m1" not in _members(h), timeout_s=0.6)
+    await _until(h, lambda: "m1" not in _members(h), timeout_ms=600)
 
 
 async def test_group_locks_live_only_while_held_or_awaited(harness):
@@ -179,13 +183,13 @@ async def test_a_late_failed_append_leaves_the_reloaded_group_alone(harness):
     partition = h.coordinator.partition_for("g")
     epoch = h.coordinator.ownership.epoch(partition)
     leave = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m1", -1, topics=None)))
-    await asyncio.sleep(0.01)
+    await settle()
     h.coordinator.on_resign(partition, epoch)
     h.coordinator.on_become_leader(partition, epoch + 1)
     await wait_loaded(h, partition)
     assert _members(h) == {"m1"}
     join = asyncio.ensure_future(h.coordinator.consumer.heartbeat(_request("g", "m2", 0)))
-    await asyncio.sleep(0.01)
+    await settle()
     gate.set()
     assert (await leave)["error_code"] != 0
     assert (await join)["error_code"] == 0

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from coordinator.runtime import ManualTimer
 from coordinator.share import records as rec
 from coordinator.share.group import IllegalStateTransition, ShareGroup, ShareGroupState
 from coordinator.share.membership import ShareGroupCoordinator
@@ -81,6 +82,7 @@ class FakeHost:
         self.log: list[rec.Record] = []
         self.classic = set(classic)
         self.fail_with = 0
+        self.timer = ManualTimer()  # share sessions expire only when a test advances it
 
     def coordinator_error(self, group_id):
         return 0

@@ -25,6 +25,9 @@ Phases (``--phases``, default max,rate,leader,controller; ``eos`` = txn,txn-fail
   txn         txn_bench's loop on an RF-3 topic: begin, ``--txn-records`` (10) x 1 KB, commit;
               ``--txn-runs`` runs of ``--txns`` transactions after ``--txn-warmup``: txn/s,
               commit p50/p99 (commit_transaction() call to return), broker CPU-ms/txn
+  java-txn    the same loop with Kafka's Java client (kafka-clients 4.3.1), with
+              ``transaction.version`` finalized at 1 and then at 2 (UpdateFeatures): what
+              transaction version 2 (an epoch bump per commit, no AddPartitionsToTxn) costs
   txn-failover    a transactional producer commits one-record transactions back to back to a
               partition its coordinator does not lead; kill -9 of its transaction coordinator
               (FindCoordinator); time from the kill to the return of the first successful
@@ -563,6 +566,29 @@ def txn_phase(c: Cluster, tag: str, args) -> dict:
     return _median(runs, SECTION_KEYS["txn"])
 
 
+def java_txn_phase(c: Cluster, tag: str, args) -> dict:
+    """The Java client's transactions on an RF-3 topic at transaction version 1, then 2."""
+    out = {}
+    for level in (1, 2):
+        tb.set_transaction_version(c.bootstrap.split(",")[0], level)
+
+        def one(topic: str) -> dict:
+            b0, _ = cluster_cpu(c)
+            run = tb.java_txn_run(c.bootstrap, topic, args.txns, args.txn_records, args.record_size, None)
+            b1, _ = cluster_cpu(c)
+            run["broker_cpu_ms_per_txn"] = (b1 - b0) * 1000 / args.txns
+            return run
+
+        runs = measured_runs(
+            c, f"cb-{tag}-java-tv{level}", args.txn_runs, args,
+            f"Java client, transaction version {level}: {args.txns} x ({args.txn_records} x {args.record_size} B, "
+            f"commit)", one,
+            lambda run: f"{run['txn_s']:.0f} txn/s  commit p50 {run['commit_p50_ms']:.1f} ms  "
+                        f"p99 {run['commit_p99_ms']:.1f} ms  brokers {run['broker_cpu_ms_per_txn']:.1f} CPU-ms/txn")
+        out[f"tv{level}"] = _median(runs, SECTION_KEYS["txn"])
+    return out
+
+
 def _wait(cond, timeout: float, step: float = 0.01) -> bool:
     deadline = time.monotonic() + timeout
     while not cond():
@@ -882,6 +908,8 @@ def bench_target(c: Cluster, args) -> dict:
 
         if "txn" in args.phases:
             res["txn"] = txn_phase(c, tag, args)
+        if "java-txn" in args.phases:
+            res["java_txn"] = java_txn_phase(c, tag, args)
 
         if {"leader", "controller", "txn-failover", "group-failover"} & args.phases:
             fo_topic = f"cb-{tag}-failover"
@@ -964,6 +992,9 @@ def metric_rows(res: dict) -> list[tuple[str, object]]:
         ("txn commit p99 ms", tx.get("commit_p99_ms")),
         ("txn broker CPU ms/txn (3 brokers)", tx.get("broker_cpu_ms_per_txn")),
         ("txn etcd CPU ms/txn", tx.get("etcd_cpu_ms_per_txn")),
+        *[(f"Java TV{v} {label}", res.get("java_txn", {}).get(f"tv{v}", {}).get(key)) for v in (1, 2)
+          for label, key in (("txn/s", "txn_s"), ("commit p50 ms", "commit_p50_ms"),
+                             ("commit p99 ms", "commit_p99_ms"), ("broker CPU ms/txn", "broker_cpu_ms_per_txn"))],
         ("txn coordinator kill -9 -> first commit s", tf.get("failover_s")),
         ("group coordinator kill -9 -> all commits ok s", gf.get("served_s")),
         ("group coordinator kill -9 -> rebalance done s", gf.get("rebalance_s")),
@@ -992,7 +1023,7 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 8 MB per run, 1 run, 2 s paced phase, 1 failover trial each")
     ap.add_argument("--phases", default="max,rate,leader,controller",
-                    help="comma list of max,rate,leader,controller,txn,txn-failover,group-failover "
+                    help="comma list of max,rate,leader,controller,txn,java-txn,txn-failover,group-failover "
                          "(or 'eos' for txn,txn-failover,group-failover)")
     ap.add_argument("--idle-seconds", type=float, default=None,
                     help="CPU of the idle cluster measured over this long after start-up (default 5; quick 2)")

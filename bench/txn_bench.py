@@ -68,18 +68,12 @@ def txn_run(bootstrap: str, topic: str, n_txns: int, records_per_txn: int, size:
 
 
 def set_transaction_version(bootstrap: str, level: int) -> None:
-    """Finalize ``transaction.version`` at ``level`` (UpdateFeatures v1, upgrade or safe downgrade)."""
+    """Finalize ``transaction.version`` at ``level`` (UpdateFeatures, as kafka-features does)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.support.raw import RawClient
+    from tests.support.raw import finalize_feature
 
-    for upgrade_type in (1, 2):  # whichever direction it is, one of them applies
-        with RawClient(bootstrap) as c:
-            r = c.call(57, 1, {"timeout": 60000, "validate_only": False, "feature_updates": [
-                {"feature": "transaction.version", "max_version_level": level, "upgrade_type": upgrade_type}]})
-        if r.error_code == 0:
-            time.sleep(1)  # every broker's (and the client's next) ApiVersions answers it
-            return
-    raise RuntimeError(f"transaction.version={level} refused: {r.error_message}")
+    finalize_feature(bootstrap, "transaction.version", level)
+    time.sleep(1)  # every broker's (and the client's next) ApiVersions answers it
 
 
 def java_txn_run(bootstrap: str, topic: str, n_txns: int, records_per_txn: int, size: int,

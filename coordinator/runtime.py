@@ -1,6 +1,6 @@
 """What the group and transaction coordinators share: partition ownership by leader epoch,
-loading with retry, timers on an injectable clock, and the mapping of a failed internal-topic
-append to a coordinator error.
+loading with retry, timers on an injectable clock, background tasks and periodic jobs, and the
+mapping of a failed internal-topic append to a coordinator error.
 
 A coordinator owns the partitions of its internal topic (``__consumer_offsets``,
 ``__transaction_state``) that this broker leads. Leadership arrives with a leader epoch, which
@@ -36,6 +36,62 @@ def fault_points(value: object) -> dict[str, str]:
     points where a test makes a coordinator hold an operation, as a slow ISR or a pause would."""
     return {name: arg for name, _, arg in (f.strip().partition(":") for f in str(value or "").split(","))
             if name}
+
+
+class BackgroundTasks:
+    """The tasks a coordinator starts and no request awaits (loads, writes whose requester is
+    gone, periodic jobs), kept so that :meth:`stop` cancels each and waits until it ended."""
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.tasks: set[asyncio.Task] = set()
+
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    def every(self, interval_ms: int, job: Callable[[], Any], *, minimum_ms: int = 10) -> asyncio.Task:
+        """Run ``job`` (a function, or one returning a coroutine) every ``interval_ms``; a
+        failure is logged and the next run goes ahead."""
+        return self.spawn(self._every(max(interval_ms, minimum_ms), job))
+
+    async def _every(self, interval_ms: int, job: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                result = job()
+                if asyncio.iscoroutine(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("coordinator_periodic_job_failed", owner=self.owner,
+                              job=getattr(job, "__name__", repr(job)))
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def cancel(self) -> None:
+        """Cancel every task without waiting (a synchronous shutdown)."""
+        for task in list(self.tasks):
+            task.cancel()
+
+    async def stop(self) -> None:
+        await cancel_and_wait(self.tasks)
+
+
+async def cancel_and_wait(tasks) -> None:
+    """Cancel tasks and wait until each has finished (their errors are theirs)."""
+    tasks = [t for t in tasks if t is not None]
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
 
 
 class TimerHandle(Protocol):

@@ -566,12 +566,12 @@ class ConsumerGroupCoordinator:
 
     def _on_session_timeout(self, group_id: str, member_id: str) -> None:
         fired = self._session_timers.get((group_id, member_id))  # rescheduling cancels the handle it replaces
-        self.c._spawn(self._expire(self._session_timers, fired, group_id, member_id, None,
+        self.c.tasks.spawn(self._expire(self._session_timers, fired, group_id, member_id, None,
                                    "the member session expired"))
 
     def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
         fired = self._rebalance_timers.get((group_id, member_id))
-        self.c._spawn(self._expire(self._rebalance_timers, fired, group_id, member_id, epoch,
+        self.c.tasks.spawn(self._expire(self._rebalance_timers, fired, group_id, member_id, epoch,
                                    "the member failed to revoke its partitions within the rebalance timeout"))
 
     async def _expire(self, timers: dict, fired: asyncio.TimerHandle | None, group_id: str, member_id: str,

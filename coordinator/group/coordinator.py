@@ -53,6 +53,7 @@ from protocol.errors import ErrorCode, KafkaError
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 
 from ..runtime import (
+    BackgroundTasks,
     CoordinatorTimer,
     LoopTimer,
     PartitionOwnership,
@@ -134,8 +135,7 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.ownership = PartitionOwnership(services.metadata_is_current)
         self.active = False
-        self._tasks: set[asyncio.Task] = set()  # loads, and writes no request awaits
-        self._cleanup_task: asyncio.Task | None = None
+        self.tasks = BackgroundTasks("group-coordinator")  # loads, writes no request awaits, cleanup
         # The other group types sharing these partitions (share groups); see :mod:`.extension`.
         self.other_group_types: list[GroupTypeOwner] = []
         self.consumer = ConsumerGroupCoordinator(self)
@@ -166,19 +166,13 @@ class GroupCoordinator:
         led = self.s.led_partitions(OFFSETS_TOPIC)
         elected = [(p, epoch) for p, epoch in sorted(led.items()) if self.ownership.begin_load(p, epoch)]
         if elected:
-            self._spawn(self._load_partitions(elected))
-        interval = self.s.config("offsets.retention.check.interval.ms")
-        self._cleanup_task = asyncio.get_running_loop().create_task(self._cleanup_loop(interval))
+            self.tasks.spawn(self._load_partitions(elected))
+        self.tasks.every(self.s.config("offsets.retention.check.interval.ms"), self.cleanup_expired_offsets,
+                          minimum_ms=100)
 
     async def stop(self) -> None:
         self.active = False
-        for task in [*self._tasks, self._cleanup_task]:
-            if task is not None and not task.done():
-                task.cancel()
-                try:
-                    await task
-                except (asyncio.CancelledError, Exception):
-                    pass
+        await self.tasks.stop()
         for group in list(self.groups.values()):
             self._shutdown_group(group, ErrorCode.not_coordinator)
         self.groups.clear()
@@ -186,18 +180,12 @@ class GroupCoordinator:
             owner.shutdown()
         self.ownership.clear()
 
-    def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
     def on_become_leader(self, partition: int, epoch: int) -> None:
         """This broker now leads ``__consumer_offsets`` ``partition`` at ``epoch``: load it
         (Kafka's ``onElection``)."""
         if self.ownership.begin_load(partition, epoch):
             self._unload_groups(partition)  # anything left from an older epoch
-            self._spawn(self._load_partitions([(partition, epoch)]))
+            self.tasks.spawn(self._load_partitions([(partition, epoch)]))
 
     def on_resign(self, partition: int, epoch: int | None = None) -> None:
         """Leadership of ``partition`` moved away: drop its groups (Kafka's ``onResignation``)."""
@@ -538,7 +526,7 @@ class GroupCoordinator:
         group.init_next_generation()
         if group.is_(EMPTY):
             log.info("group_empty", group=group.group_id, generation=group.generation_id)
-            self._spawn(self._store_group(group, {}))  # a failure is logged; nobody waits for it
+            self.tasks.spawn(self._store_group(group, {}))  # a failure is logged; nobody waits for it
             return
         log.info("group_rebalance_completed", group=group.group_id, generation=group.generation_id,
                  protocol=group.protocol_name, leader=group.leader_id, members=group.size)
@@ -646,7 +634,7 @@ class GroupCoordinator:
             self.consumer.forget(group_id)
             tombstones = self.consumer.tombstone_records(group.consumer)
             group.consumer = None
-            self._spawn(self._append(group_id, tombstones))
+            self.tasks.spawn(self._append(group_id, tombstones))
             log.info("empty_consumer_group_converted", group=group_id)
         fut = asyncio.get_running_loop().create_future()
         args = {"group_instance_id": group_instance_id, "client_id": client_id, "client_host": client_host,
@@ -716,7 +704,7 @@ class GroupCoordinator:
         if group.is_(STABLE) and member.matches(args["protocols"]):
             member.rebalance_timeout_ms = args["rebalance_timeout_ms"]
             member.session_timeout_ms = args["session_timeout_ms"]
-            self._spawn(self._store_static_rejoin(group, group_instance_id, old_member_id, new_member_id, fut))
+            self.tasks.spawn(self._store_static_rejoin(group, group_instance_id, old_member_id, new_member_id, fut))
             return
         if group.state in (STABLE, COMPLETING, PREPARING, EMPTY):
             self._update_member_and_rebalance(group, member, args["protocols"], args["rebalance_timeout_ms"],
@@ -1303,16 +1291,6 @@ class GroupCoordinator:
             # As in Kafka: the tombstones are retried by the next cleanup; the group is gone here.
             log.warning("group_tombstones_append_failed", group=group.group_id, error=error_name(error))
         return 0
-
-    async def _cleanup_loop(self, interval_ms: int) -> None:
-        while True:
-            await asyncio.sleep(max(interval_ms, 100) / 1000)
-            try:
-                await self.cleanup_expired_offsets()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("offset_expiration_failed")
 
     async def cleanup_expired_offsets(self, now: int | None = None) -> int:
         """Kafka's ``cleanupGroupMetadata``: expire offsets of Empty and simple groups after

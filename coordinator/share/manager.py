@@ -37,6 +37,7 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 
 from ..group.group_config import config_value
+from ..runtime import BackgroundTasks
 from .partition import (
     AckBatch,
     Acquisition,
@@ -126,7 +127,7 @@ class SharePartitionManager:
         self.background_loads: set[SharePartitionKey] = set()
         self.load_listeners: dict[SharePartitionKey, list[Callable[[], None]]] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks = BackgroundTasks("share-partitions")
 
     # --- configs ------------------------------------------------------------------------------
 
@@ -207,7 +208,7 @@ class SharePartitionManager:
             del self.sessions[(session.group_id, session.member_id)]
         self.release_member(session.group_id, session.member_id)
         if not self._has_sessions(session.group_id):
-            self._spawn(self._evict_group_when_written(session.group_id))
+            self.tasks.spawn(self._evict_group_when_written(session.group_id))
 
     def _has_sessions(self, group_id: str) -> bool:
         return any(key[0] == group_id for key in self.sessions)
@@ -286,7 +287,7 @@ class SharePartitionManager:
             raise error
         if key not in self.background_loads:
             self.background_loads.add(key)
-            self._spawn(self._load_in_background(key, topic, plog, leader_epoch))
+            self.tasks.spawn(self._load_in_background(key, topic, plog, leader_epoch))
         return None
 
     async def _load_in_background(self, key: SharePartitionKey, topic: str, plog: ShareLog,
@@ -332,11 +333,6 @@ class SharePartitionManager:
             listeners.remove(listener)
         if not listeners:
             self.load_listeners.pop(key, None)
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     def forget_partition(self, topic: str, partition: int | None = None) -> None:
         """Leadership moved away (the next leader reloads the persisted state), or the topic
@@ -409,7 +405,7 @@ class SharePartitionManager:
     def _changed(self, key: SharePartitionKey, entry: _Entry) -> None:
         """A change not awaited by a request: wake fetches, persist in the background."""
         self.s.wake(entry.share_partition.topic, entry.share_partition.partition)
-        self._spawn(self._persist_quietly(key, entry))
+        self.tasks.spawn(self._persist_quietly(key, entry))
 
     async def _persist_quietly(self, key: SharePartitionKey, entry: _Entry) -> None:
         try:
@@ -459,8 +455,7 @@ class SharePartitionManager:
         return bool(has and has(group_id))
 
     async def stop(self) -> None:
-        for task in list(self.tasks):
-            task.cancel()
+        self.tasks.cancel()
 
 
 def now_ms() -> int:

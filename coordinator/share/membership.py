@@ -25,7 +25,6 @@ assigned in the same write. The target assignment is computed on the heartbeat t
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 import uuid
@@ -35,7 +34,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from coordinator.runtime import CoordinatorTimer, append_error, error_name
+from coordinator.runtime import BackgroundTasks, CoordinatorTimer, append_error, error_name
 from protocol.errors import ErrorCode
 
 from . import records as rec
@@ -164,7 +163,7 @@ class ShareGroupCoordinator:
         self.s = services
         self.state: ShareStateManager = state or NoShareState()
         self.groups: dict[str, ShareGroup] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self.tasks = BackgroundTasks("share-groups")
 
     # --- configuration ---------------------------------------------------------------------
 
@@ -387,7 +386,7 @@ class ShareGroupCoordinator:
 
     def _on_session_timeout(self, group: ShareGroup, member: ShareGroupMember, timeout_ms: int) -> None:
         member.session_timer = None
-        self._spawn(self._expire_member(group, member, timeout_ms))
+        self.tasks.spawn(self._expire_member(group, member, timeout_ms))
 
     async def _expire_member(self, group: ShareGroup, member: ShareGroupMember, timeout_ms: int) -> None:
         async with group.lock:
@@ -402,11 +401,6 @@ class ShareGroupCoordinator:
             except ShareGroupError as exc:
                 log.warning("share_group_fence_failed", group=group.group_id, member_id=member.member_id,
                             error=error_name(exc.code))
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -465,8 +459,7 @@ class ShareGroupCoordinator:
     def shutdown(self) -> None:
         for group_id in list(self.groups):
             self._forget(group_id)
-        for task in list(self._tasks):
-            task.cancel()
+        self.tasks.cancel()
 
     def _forget(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)

@@ -36,9 +36,9 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import error_name
+from ..runtime import BackgroundTasks, error_name
 from .markers import TransactionMarkerChannel
-from .services import TxnServices, cancel_and_wait
+from .services import TxnServices
 from .state import (
     MAX_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -97,7 +97,7 @@ class TransactionCoordinator:
         self.markers = TransactionMarkerChannel(services, self.state)
         self.state.on_pending_completion = self.markers.add_markers_to_send
         self.active = False
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks = BackgroundTasks("transaction-coordinator")
         # Ids fenced by an abort we started: the incarnation's retry is not a second fence.
         self._fenced_by_abort: dict[str, int] = {}
         self._rf_warned_at = float("-inf")
@@ -117,15 +117,15 @@ class TransactionCoordinator:
             log.info("txn_coordinator_load_started", topic=TXN_TOPIC, partitions=len(led))
             for p, epoch in led:
                 self.on_election(p, epoch)
-            self._spawn(self._log_load_progress(len(led)))
-        self._spawn(self._every(self.s.config("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
-                                self.abort_timed_out_transactions))
-        self._spawn(self._every(self.s.config("transaction.remove.expired.transaction.cleanup.interval.ms"),
-                                self.remove_expired_transactional_ids))
+            self.tasks.spawn(self._log_load_progress(len(led)))
+        self.tasks.every(self.s.config("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+                         self.abort_timed_out_transactions)
+        self.tasks.every(self.s.config("transaction.remove.expired.transaction.cleanup.interval.ms"),
+                         self.remove_expired_transactional_ids)
 
     async def stop(self) -> None:
         self.active = False
-        await cancel_and_wait(self.tasks)
+        await self.tasks.stop()
         await self.markers.stop()
         await self.state.stop()
 
@@ -151,24 +151,6 @@ class TransactionCoordinator:
         ids = sum(len(e.txns) for e in self.state.cache.values())
         log.info("txn_coordinator_load_finished", topic=TXN_TOPIC, partitions=total, transactional_ids=ids,
                  completing=len(self.markers.pending), seconds=round(time.monotonic() - started, 3))
-
-    def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-        return task
-
-    async def _every(self, interval_ms: int, fn) -> None:
-        while True:
-            await asyncio.sleep(max(interval_ms, 10) / 1000)
-            try:
-                result = fn()
-                if asyncio.iscoroutine(result):
-                    await result
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("txn_background_task_failed", task=fn.__name__)
 
     # --- FindCoordinator ----------------------------------------------------------------------------
 
@@ -609,7 +591,7 @@ class TransactionCoordinator:
                 continue
             self._fence_event(meta, TIMED_OUT, aborted=True, new_epoch=end.producer_epoch)
             self._fenced_by_abort[txn_id] = end.producer_epoch
-            self._spawn(self._finish_timeout_abort(end))
+            self.tasks.spawn(self._finish_timeout_abort(end))
             started += 1
         return started
 

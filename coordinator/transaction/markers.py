@@ -40,8 +40,8 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import error_name, fault_points
-from .services import TxnServices, cancel_and_wait
+from ..runtime import BackgroundTasks, cancel_and_wait, error_name, fault_points
+from .services import TxnServices
 from .state import TransactionMetadata, TxnState, TxnTransitMetadata
 from .state_manager import TXN_TOPIC, TransactionStateManager
 
@@ -91,7 +91,7 @@ class TransactionMarkerChannel:
         self.queues: dict[int, list[tuple[PendingMarkers, set[tuple[str, int]]]]] = {}
         self.wakeups: dict[int, asyncio.Event] = {}
         self.senders: dict[int, asyncio.Task] = {}
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks = BackgroundTasks("transaction-markers")
         faults = fault_points(self.s.config("test.fault.points"))
         self.paused = PAUSE_FAULT in faults
         self.end_txn_delay_s = int(faults.get(DELAY_FAULT) or 0) / 1000
@@ -131,7 +131,8 @@ class TransactionMarkerChannel:
                 self._finish(pm)
 
     async def stop(self) -> None:
-        await cancel_and_wait([*self.senders.values(), *self.tasks])
+        await cancel_and_wait(self.senders.values())
+        await self.tasks.stop()
         for pm in list(self.pending.values()):
             self._finish(pm)
 
@@ -145,11 +146,6 @@ class TransactionMarkerChannel:
             del self.pending[pm.transactional_id]
         if not pm.done.done():
             pm.done.set_result(None)
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
 
     def _enqueue(self, pm: PendingMarkers, tps: set[tuple[str, int]]) -> None:
         """Group ``tps`` by their current leader and queue them; then maybe complete."""
@@ -188,7 +184,7 @@ class TransactionMarkerChannel:
             pm.in_queue -= tps
             self._enqueue(pm, tps)
 
-        self._spawn(later())
+        self.tasks.spawn(later())
 
     def _wake(self, node: int) -> None:
         event = self.wakeups.get(node)
@@ -216,9 +212,7 @@ class TransactionMarkerChannel:
                 if not entries:
                     in_flight.release()
                     continue
-                task = asyncio.get_running_loop().create_task(self._send(node, entries))
-                self.tasks.add(task)
-                task.add_done_callback(lambda t: (self.tasks.discard(t), in_flight.release()))
+                self.tasks.spawn(self._send(node, entries)).add_done_callback(lambda _: in_flight.release())
 
     def _drain(self, queue: list) -> dict[PendingMarkers, set[tuple[str, int]]]:
         entries: dict[PendingMarkers, set[tuple[str, int]]] = {}
@@ -304,7 +298,7 @@ class TransactionMarkerChannel:
         if pm.completing or not self._current(pm) or pm.meta.partitions or pm.in_queue:
             return
         pm.completing = True
-        self._spawn(self._write_completion(pm))
+        self.tasks.spawn(self._write_completion(pm))
 
     async def _write_completion(self, pm: PendingMarkers) -> None:
         """Every partition has its marker: append CompleteCommit/CompleteAbort."""

@@ -8,7 +8,6 @@ node id, so the same coordinator runs unchanged in a cluster.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 from typing import Any, Protocol
@@ -91,14 +90,3 @@ class SystemClock:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
-
-async def cancel_and_wait(tasks) -> None:
-    """Cancel background tasks and wait until each has finished (errors are theirs)."""
-    tasks = list(tasks)
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        try:
-            await task
-        except (asyncio.CancelledError, Exception):
-            pass

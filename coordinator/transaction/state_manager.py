@@ -24,9 +24,9 @@ import structlog
 from protocol import records as rb
 from protocol.errors import ErrorCode
 
-from ..runtime import append_error, error_name, load_with_retry
+from ..runtime import append_error, cancel_and_wait, error_name, load_with_retry
 from . import log as txn_log
-from .services import TxnServices, cancel_and_wait
+from .services import TxnServices
 from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitMetadata
 
 log = structlog.get_logger("coordinator.transaction")

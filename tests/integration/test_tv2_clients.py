@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.clients import create_topic
 from tests.support.copier import Copier
+from tests.support.raw import finalize_feature
 
 KAFKA_RUN = Path(__file__).resolve().parents[2] / "compat" / "kafka" / "kafka-run.sh"
 RECORDS = 600  # per input partition
@@ -134,3 +135,32 @@ def test_java_on_tv2_and_librdkafka_on_tv1_copy_exactly_side_by_side(own_broker)
     assert _count(both, "AddPartitionsToTxn", range(0, 4)) >= transactions  # librdkafka's own adds
     assert sorted(_read_committed(b.bootstrap, sinks[1], RECORDS)) == values[1]
     assert sorted(_read_committed(b.bootstrap, sinks[2], RECORDS)) == sorted(b"copied:" + v for v in values[1])
+
+
+def test_a_downgrade_to_tv1_while_a_tv2_copier_runs_breaks_nothing(own_broker):
+    """kafka-features downgrade while the Java copier's transactions are open: they end as they
+    began (EndTxn v5 is TV2 whatever the level), the coordinator's own aborts follow the new
+    level, a producer started after it uses version 1, and the output stays exact."""
+    b = own_broker()
+    source, sinks = "tv-down-in", ("tv-down-out", "tv-down-out-2")
+    for name in (source, *sinks):
+        create_topic(b.bootstrap, name, partitions=2)
+    values = _load(b.bootstrap, source)
+    java = _java_copier(b.bootstrap, source, sinks[0], 0)
+    try:
+        deadline = time.monotonic() + 60
+        while _count(_requests(b), "EndTxn", [5]) < 3:  # a few transactions in
+            assert time.monotonic() < deadline and java.poll() is None, java.communicate()[0][-3000:]
+            time.sleep(0.05)
+        finalize_feature(b.bootstrap, "transaction.version", 1)
+        out, _ = java.communicate(timeout=180)
+    finally:
+        if java.poll() is None:
+            java.kill()
+    assert java.returncode == 0, out[-3000:]
+    assert sorted(_read_committed(b.bootstrap, sinks[0], RECORDS)) == values[0]
+    before = _requests(b)
+    _run_java(b.bootstrap, source, sinks[1], 1)  # started after the downgrade: version 1
+    after = {k: n - before.get(k, 0) for k, n in _requests(b).items()}
+    assert _count(after, "EndTxn", [5]) == 0 and _count(after, "AddPartitionsToTxn", range(0, 4)) > 0
+    assert sorted(_read_committed(b.bootstrap, sinks[1], RECORDS)) == values[1]

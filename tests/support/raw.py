@@ -206,3 +206,15 @@ def describe_transaction(c: RawClient, transactional_id: str) -> TxnDescription:
             pos += 4
         pos = skip_tagged_fields(frame, pos)
     return TxnDescription(error, txn_id, state, timeout, start, pid, epoch, partitions)
+
+
+def finalize_feature(bootstrap: str, feature: str, level: int) -> None:
+    """Set a feature's finalized level (UpdateFeatures v1: an upgrade, else a safe downgrade),
+    as ``kafka-features upgrade|downgrade`` does; raises if both are refused."""
+    for upgrade_type in (1, 2):
+        with RawClient(bootstrap) as c:
+            r = c.call(57, 1, {"timeout": 60000, "validate_only": False, "feature_updates": [
+                {"feature": feature, "max_version_level": level, "upgrade_type": upgrade_type}]})
+        if r.error_code == 0:
+            return
+    raise RuntimeError(f"{feature}={level} refused: {r.error_message}")

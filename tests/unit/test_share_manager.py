@@ -55,7 +55,7 @@ class Services:
 
 async def _settle(manager: SharePartitionManager) -> None:
     while manager.tasks:
-        await asyncio.gather(*manager.tasks)
+        await asyncio.gather(*manager.tasks.tasks)
 
 
 def test_a_groups_share_partitions_leave_the_cache_when_its_last_session_here_ends():

@@ -40,7 +40,7 @@ from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
 
 from ..group.metadata import java_string_hash
-from ..runtime import PartitionOwnership
+from ..runtime import BackgroundTasks, PartitionOwnership
 from .partition import PersistedState, RecordState, StateBatch
 
 log = structlog.get_logger("coordinator.share.persister")
@@ -108,7 +108,7 @@ class ShareCoordinator:
         self.s = services
         self.ownership = PartitionOwnership()
         self.states: dict[int, dict[StateKey, PersistedState]] = {}
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks = BackgroundTasks("share-coordinator")
 
     def num_partitions(self) -> int:
         n = self.s.partition_count(STATE_TOPIC)
@@ -130,9 +130,7 @@ class ShareCoordinator:
 
     def on_become_leader(self, partition: int, epoch: int) -> None:
         if self.ownership.begin_load(partition, epoch):
-            task = asyncio.get_running_loop().create_task(self._load(partition, epoch))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self.tasks.spawn(self._load(partition, epoch))
 
     def on_resign(self, partition: int, epoch: int | None = None) -> None:
         if self.ownership.resign(partition, epoch):

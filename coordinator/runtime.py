@@ -18,17 +18,20 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from protocol import records as rb
 from protocol.errors import ErrorCode
 
 log = structlog.get_logger("coordinator.runtime")
 
 LOAD_ATTEMPTS = 3
 T = TypeVar("T")
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def fault_points(value: object) -> dict[str, str]:
@@ -240,6 +243,28 @@ async def load_with_retry(read: Callable[[], T], *, topic: str, partition: int) 
                           attempt=attempt, attempts=LOAD_ATTEMPTS)
             await asyncio.sleep(0.1 * attempt)
     return None
+
+
+def replay_latest(batches: Iterable[bytes], decode_key: Callable[[bytes], K],
+                  decode_value: Callable[[bytes], V]) -> tuple[dict[K, V], int]:
+    """Replay a compacted internal-topic partition (in a worker thread): the last value per
+    key wins, a tombstone deletes, control batches are skipped. Returns (state, records read)."""
+    state: dict[K, V] = {}
+    records = 0
+    for batch in batches:
+        header, recs = rb.decode_records(batch)
+        if header.is_control:
+            continue
+        for rec in recs:
+            records += 1
+            if rec.key is None:
+                continue
+            key = decode_key(rec.key)
+            if rec.value is None:
+                state.pop(key, None)
+            else:
+                state[key] = decode_value(rec.value)
+    return state, records
 
 
 def append_error(code: int, *, too_large: int = ErrorCode.unknown_server_error) -> int:

@@ -40,7 +40,7 @@ from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
 
 from ..group.metadata import java_string_hash
-from ..runtime import BackgroundTasks, PartitionOwnership
+from ..runtime import BackgroundTasks, PartitionOwnership, replay_latest
 from .partition import PersistedState, RecordState, StateBatch
 
 log = structlog.get_logger("coordinator.share.persister")
@@ -149,20 +149,7 @@ class ShareCoordinator:
 
     def _replay(self, partition: int) -> dict[StateKey, PersistedState]:
         """Last value per key wins; a tombstone deletes."""
-        states: dict[StateKey, PersistedState] = {}
-        for buf in self.s.read_batches(STATE_TOPIC, partition):
-            header, records = rb.decode_records(buf, 0)
-            if header.is_control:
-                continue
-            for rec in records:
-                if rec.key is None:
-                    continue
-                key = decode_key(rec.key)
-                if rec.value is None:
-                    states.pop(key, None)
-                else:
-                    states[key] = decode_state(rec.value)
-        return states
+        return replay_latest(self.s.read_batches(STATE_TOPIC, partition), decode_key, decode_state)[0]
 
     # --- reads and writes -------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import structlog
 from protocol import records as rb
 from protocol.errors import ErrorCode
 
-from ..runtime import append_error, cancel_and_wait, error_name, load_with_retry
+from ..runtime import append_error, cancel_and_wait, error_name, load_with_retry, replay_latest
 from . import log as txn_log
 from .services import TxnServices
 from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitMetadata
@@ -168,22 +168,7 @@ class TransactionStateManager:
 
     def _read_partition(self, partition: int) -> tuple[dict[str, TxnTransitMetadata], int]:
         """Replay one partition (worker thread): the last value per id wins, tombstones delete."""
-        state: dict[str, TxnTransitMetadata] = {}
-        records = 0
-        for batch in self.s.read_batches(TXN_TOPIC, partition):
-            header, recs = rb.decode_records(batch)
-            if header.is_control:
-                continue
-            for rec in recs:
-                records += 1
-                if rec.key is None:
-                    continue
-                txn_id = txn_log.decode_key(rec.key)
-                if rec.value is None:
-                    state.pop(txn_id, None)
-                else:
-                    state[txn_id] = txn_log.decode_value(rec.value)
-        return state, records
+        return replay_latest(self.s.read_batches(TXN_TOPIC, partition), txn_log.decode_key, txn_log.decode_value)
 
     async def stop(self) -> None:
         await cancel_and_wait(self.load_tasks.values())

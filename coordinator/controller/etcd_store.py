@@ -61,6 +61,7 @@ from protocol.errors import ErrorCode, KafkaError
 from security.acls import StandardAcl
 
 from .etcd_client import EtcdClient, EtcdSecurity
+from .features import NEW_CLUSTER_LEVELS
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 from .store import PRODUCER_ID_BLOCK_SIZE, new_cluster_id
 
@@ -195,8 +196,11 @@ class EtcdMetadataStore(MetadataCache):
     async def _ensure_cluster_id(self) -> None:
         key = self.key("cluster_id")
         t = self.client.transactions
+        # Whoever creates the cluster also stores its feature levels (a new cluster's).
         await self.client.transaction(compare=[t.version(key) == 0],
-                                      success=[t.put(key, new_cluster_id().encode())], failure=[])
+                                      success=[t.put(key, new_cluster_id().encode()),
+                                               t.put(self.key("features"), _dumps(NEW_CLUSTER_LEVELS))],
+                                      failure=[])
         got = await self.client.get(key)
         self.cluster_id = got.value.decode()
 

@@ -8,8 +8,9 @@ the whole request, as in Kafka. A level of 0 removes the feature from the finali
 
 The finalized levels are cluster metadata (the ``features`` key in etcd, the embedded store's
 file): every broker answers them in ApiVersions (v3+) with the epoch of their last change. A
-cluster whose levels were never changed has the defaults below, as a new Kafka 4.x cluster has
-the levels its format gave it.
+new cluster stores ``NEW_CLUSTER_LEVELS`` when it is created, as a new Kafka 4.x cluster has the
+levels its format gave it; one created by an older kbroker, which stored none, keeps
+``DEFAULT_LEVELS`` until ``kafka-features upgrade`` changes them.
 
 ``transaction.version`` is supported up to 2 and a new cluster starts at 2, as Kafka 4.x's
 format starts it: clients that read the finalized level (the Java client 4.x) then use
@@ -29,9 +30,13 @@ from protocol.errors import ErrorCode
 
 TRANSACTION_VERSION = "transaction.version"
 
-# name -> (min, max) supported by this broker, and the level of a cluster that never changed it.
+# name -> (min, max) supported by this broker.
 SUPPORTED: dict[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
-DEFAULT_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 2}
+# The levels a new cluster stores when it is created (Kafka 4.x's format bootstraps these).
+NEW_CLUSTER_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 2}
+# The levels of a cluster that stored none: one created before transaction version 2, which
+# keeps the level it ran at across the upgrade, as a Kafka cluster keeps its finalized levels.
+DEFAULT_LEVELS: dict[str, int] = {TRANSACTION_VERSION: 1}
 
 
 class UpgradeType(IntEnum):

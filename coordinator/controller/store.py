@@ -22,6 +22,7 @@ import uuid
 from protocol.errors import ErrorCode, KafkaError
 from security.acls import StandardAcl
 
+from .features import NEW_CLUSTER_LEVELS
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
 
 __all__ = ["MetadataStore", "PartitionState", "TopicState", "new_cluster_id", "PRODUCER_ID_BLOCK_SIZE"]
@@ -65,7 +66,8 @@ class MetadataStore(MetadataCache):
         try:
             with open(self.path) as f:
                 raw = json.load(f)
-        except FileNotFoundError:
+        except FileNotFoundError:  # a new cluster
+            self.finalized_features = dict(NEW_CLUSTER_LEVELS)
             self._save()
             return
         self.cluster_id = raw["cluster_id"]

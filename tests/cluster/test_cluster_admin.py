@@ -258,6 +258,8 @@ def test_a_feature_level_changed_through_one_broker_is_answered_by_every_broker(
                 {"feature": "transaction.version", "max_version_level": level, "upgrade_type": upgrade_type}]})
         assert (r.error_code, [x.error_code for x in r.results]) == (0, [0]), r
 
+    for node in cluster.nodes.values():  # a new cluster stored transaction version 2 when it was created
+        assert finalized(node)[1] == {"transaction.version": 2}
     epochs = {node.node_id: finalized(node)[0] for node in cluster.nodes.values()}
     update(0, 2)  # a safe downgrade to 0 removes the feature from the finalized set
     for node in cluster.nodes.values():

@@ -46,3 +46,20 @@ def test_a_downgrade_to_zero_removes_the_feature_and_an_upgrade_brings_it_back()
     assert downgraded == {}
     assert plan_update(downgraded, [FeatureUpdate(TV, 1)], node_id=1) == {TV: 1}
     assert plan_update(downgraded, [FeatureUpdate(TV, 0)], node_id=1) == {}  # unchanged: no downgrade
+
+
+def test_a_new_cluster_stores_transaction_version_2_and_an_older_one_keeps_1(tmp_path):
+    """A cluster created now finalizes transaction.version 2 (Kafka 4.x's format); one whose
+    metadata an older kbroker wrote (no levels stored) stays at 1 across the upgrade."""
+    import json
+
+    from coordinator.controller.store import MetadataStore
+
+    new = MetadataStore(str(tmp_path / "new.json"), node_id=1)
+    assert effective_levels(new.finalized_features) == {TV: 2}
+    assert effective_levels(MetadataStore(str(tmp_path / "new.json"), node_id=1).finalized_features) == {TV: 2}
+    old_path = tmp_path / "old.json"
+    raw = json.loads((tmp_path / "new.json").read_text())
+    raw["finalized_features"] = None  # as written before transaction version 2
+    old_path.write_text(json.dumps(raw))
+    assert effective_levels(MetadataStore(str(old_path), node_id=1).finalized_features) == {TV: 1}

@@ -1,0 +1,112 @@
+"""Kafka's Java copier on transaction version 2 while its coordinator and the output's leaders
+are killed -9 or paused and restarted, one victim still down when the next fault comes: every
+input record is in the read_committed output exactly once, and the copier, a stock Kafka 4.3.1
+client, never sees a fatal error."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.integration.test_tv2_clients import KAFKA_RUN
+from tests.support.clients import create_topic
+from tests.support.cluster import (
+    TRANSACTION,
+    coordinator_node,
+    describe,
+    produce_values,
+    restore,
+    start_cluster,
+    wait_internal_isr_complete,
+    wait_isr_complete,
+)
+
+RECORDS = 3000
+OUTPUT_PARTITIONS = 3
+
+pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="Java (17+) is needed for Kafka's copier")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = start_cluster(str(tmp_path_factory.mktemp("tv2-chaos")))
+    yield c
+    c.stop()
+
+
+def _read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 90) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(OUTPUT_PARTITIONS)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                out.append(msg.value())
+            elif msg is None and len(out) >= expected:
+                break
+    finally:
+        consumer.close()
+    return out
+
+
+def _copier(bootstrap: str, source: str, sink: str, txn_id: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(KAFKA_RUN), "org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap,
+         "--input-topic", source, "--input-partition", "0", "--output-topic", sink, "--consumer-group", txn_id,
+         "--transactional-id", txn_id, "--max-messages", str(RECORDS), "--transaction-size", "50",
+         "--transaction-timeout", "20000", "--enable-random-aborts", "--use-group-metadata"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster):
+    rng = random.Random(7)
+    source, sink, txn_id = "tv2-chaos-in", "tv2-chaos-out", "tv2-chaos-copier"
+    create_topic(cluster.bootstrap, source, 1, replication_factor=3)
+    create_topic(cluster.bootstrap, sink, OUTPUT_PARTITIONS, replication_factor=3)
+    wait_isr_complete(cluster, source)
+    wait_isr_complete(cluster, sink)
+    values = produce_values(cluster.bootstrap, source, RECORDS)
+    copier = _copier(cluster.bootstrap, source, sink, txn_id)
+    faults = []
+    try:
+        time.sleep(3)
+        for round_ in range(4):
+            if copier.poll() is not None:
+                break
+            coordinator = coordinator_node(cluster, txn_id, TRANSACTION)
+            leaders = {leader for leader, _, _ in describe(cluster.bootstrap, sink).values()}
+            victim = cluster.node(coordinator if round_ % 2 == 0 else rng.choice(sorted(leaders)))
+            if round_ == 1:
+                victim.pause()
+                faults.append(("pause", victim.node_id))
+                time.sleep(4)
+                victim.resume()
+            else:
+                victim.kill9()
+                faults.append(("kill9", victim.node_id))
+                time.sleep(3)
+                if round_ != 2:  # the third victim stays down through the next fault
+                    victim.start()
+            time.sleep(rng.uniform(1, 3))
+        restore(cluster)
+        out, _ = copier.communicate(timeout=300)
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            out = copier.communicate()[0]
+        restore(cluster)
+    assert copier.returncode == 0, (faults, out[-4000:])
+    wait_internal_isr_complete(cluster)
+    output = _read_committed(cluster.bootstrap, sink, RECORDS)
+    missing, duplicates = sorted(set(values) - set(output)), len(output) - len(set(output))
+    assert not missing and not duplicates, (faults, f"missing {len(missing)} (first {missing[:5]}), "
+                                                    f"duplicates {duplicates}")
+    assert sorted(output) == values

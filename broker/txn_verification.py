@@ -4,8 +4,9 @@ on another broker, batched per coordinator node (Kafka's ``AddPartitionsToTxnMan
 Owns the per-node queues: a verification for a (transactional id, producer id, epoch) joins the
 node's next AddPartitionsToTxn v4 request (``verify_only``; without it, for the add of a
 Produce v12+ or TxnOffsetCommit v5+, the coordinator adds the partitions under transaction
-version 2), which carries every transaction queued for that node. One request per node is in flight; what arrives meanwhile goes in the
-next. Two verifications of the same transactional id in one batch merge their partitions.
+version 2), which carries every transaction queued for that node. One request per node is in
+flight; what arrives meanwhile goes in the next. Two verifications of the same transactional
+id in one batch merge their partitions.
 
 Differs from Kafka: no inter-broker send thread (the event loop batches what arrived while the
 previous request was in flight); an older producer epoch queued beside a newer one is answered

@@ -460,3 +460,32 @@ def test_txn_offset_commit_of_a_fenced_incarnation_is_refused_and_never_committe
         assert end_txn(c, txn, new.producer_id, new.producer_epoch, True) == 0
         wait_state(c, txn, "CompleteCommit")
         assert committed(c, group, topic) == (0, -1)
+
+
+def test_a_tv2_produce_held_past_the_end_of_its_transaction_never_joins_the_next(own_broker, topic_name):
+    """Transaction version 2 (Produce v12, EndTxn v5): the produce's partition is added, its
+    answer held by the fault point while the producer commits; the COMMIT marker (at the bumped
+    epoch) lands first, so the held batch, at the old epoch, is refused. The next transaction,
+    at the bumped epoch, commits only its own record."""
+    from tests.integration.test_transaction_version2 import _end, _produce
+
+    b = own_broker(**VERIFIED_LATE)
+    create_topic(b.bootstrap, topic_name, 1)
+    txn = f"{topic_name}-txn"
+    with RawClient(b.bootstrap, timeout=30) as delayed, RawClient(b.bootstrap, timeout=30) as c:
+        r = init_pid(c, txn)
+        pid, epoch = r.producer_id, r.producer_epoch
+        batch = bytes(rb.build_batch([(b"k", b"late")], timestamp=int(time.time() * 1000), producer_id=pid,
+                                     producer_epoch=epoch, base_sequence=0, transactional=True))
+        delayed.send_call(0, 12, {"transactional_id": txn, "acks": -1, "timeout": 30000, "topic_data": [
+            {"name": topic_name, "partition_data": [{"index": 0, "records": batch}]}]})
+        wait_state(c, txn, "Ongoing")  # the leader added the partition; its answer is held
+        assert _end(c, txn, pid, epoch, commit=True) == (0, pid, epoch + 1)
+        wait_state(c, txn, "CompleteCommit")
+        late = delayed.receive(0, 12).responses[0].partition_responses[0]
+        assert late.error_code in (ErrorCode.invalid_txn_state, ErrorCode.invalid_producer_epoch)
+        assert _produce(c, topic_name, txn, pid, epoch + 1, 0) == 0  # held too, but nothing ends meanwhile
+        assert _end(c, txn, pid, epoch + 1, commit=True) == (0, pid, epoch + 2)
+        wait_state(c, txn, "CompleteCommit")
+        records = consume_all(b.bootstrap, topic_name, 1, 10, timeout=3, **{"isolation.level": "read_committed"})
+        assert [m.value() for m in records] == [b"v0"]  # the next transaction's record, never the late one

@@ -13,9 +13,10 @@ Behavior:
 - Markers on ``__consumer_offsets`` partitions make the group coordinator materialize
   (COMMIT) or drop (ABORT) the producer's pending transactional offsets; a COMMIT applies
   only offsets written at its transaction's producer epoch (the marker's, or the one before
-  it under transaction version 2, whose coordinator bumps the epoch to end a transaction). Until the group coordinator has loaded the
-  partition the marker is refused with NOT_LEADER_OR_FOLLOWER (Kafka 4 translates its
-  runtime's load errors so), which the transaction coordinator retries.
+  it under transaction version 2, whose coordinator bumps the epoch to end a transaction).
+  Until the group coordinator has loaded the partition the marker is refused with
+  NOT_LEADER_OR_FOLLOWER (Kafka 4 translates its runtime's load errors so), which the
+  transaction coordinator retries.
 - Appended with acks=all, as Kafka does: the answer waits until each marker is replicated to
   the ISR (REQUEST_TIMED_OUT after request.timeout.ms); a partition led elsewhere answers
   NOT_LEADER_OR_FOLLOWER.

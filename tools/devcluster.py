@@ -30,22 +30,13 @@ import sys
 import time
 from pathlib import Path
 
-from kbroker.process import free_port  # noqa: F401  (the one free-port picker; the tests import it from here)
+from kbroker.process import (
+    free_port,  # noqa: F401  (the one free-port picker; the tests import it from here)
+    terminate,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 ETCD_CANDIDATES = ("etcd", "/usr/bin/etcd", "/usr/local/bin/etcd")
-
-
-def terminate(proc: subprocess.Popen | None, timeout: float) -> int:
-    """SIGTERM (a broker's controlled shutdown), then SIGKILL if it does not exit in time."""
-    if proc is None or proc.poll() is not None:
-        return proc.returncode if proc else 0
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait(5)
 
 
 def etcd_binary() -> str | None:
@@ -116,7 +107,9 @@ class Node:
         wait_for_port(self.port, timeout, self.proc, f"broker {self.node_id}", self.host)
 
     def stop(self, timeout: float = 40.0) -> int:
-        return terminate(self.proc, timeout)
+        """SIGTERM (a controlled shutdown; a paused broker is resumed first), then SIGKILL."""
+        code = terminate(self.proc, timeout)
+        return 0 if code is None else code
 
     def kill9(self) -> None:
         if self.alive:

@@ -11,9 +11,8 @@ import subprocess
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
-from tests.integration.test_tv2_clients import KAFKA_RUN
+from tests.integration.test_tv2_clients import KAFKA_RUN, read_committed
 from tests.support.clients import create_topic
 from tests.support.cluster import (
     TRANSACTION,
@@ -37,24 +36,6 @@ def cluster(tmp_path_factory):
     c = start_cluster(str(tmp_path_factory.mktemp("tv2-chaos")))
     yield c
     c.stop()
-
-
-def _read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 90) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(OUTPUT_PARTITIONS)])
-    out: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error():
-                out.append(msg.value())
-            elif msg is None and len(out) >= expected:
-                break
-    finally:
-        consumer.close()
-    return out
 
 
 def _copier(bootstrap: str, source: str, sink: str, txn_id: str) -> subprocess.Popen:
@@ -105,7 +86,7 @@ def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster
         restore(cluster)
     assert copier.returncode == 0, (faults, out[-4000:])
     wait_internal_isr_complete(cluster)
-    output = _read_committed(cluster.bootstrap, sink, RECORDS)
+    output = read_committed(cluster.bootstrap, sink, RECORDS, OUTPUT_PARTITIONS, timeout=90)
     missing, duplicates = sorted(set(values) - set(output)), len(output) - len(set(output))
     assert not missing and not duplicates, (faults, f"missing {len(missing)} (first {missing[:5]}), "
                                                     f"duplicates {duplicates}")

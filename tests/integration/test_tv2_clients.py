@@ -58,12 +58,15 @@ def _load(bootstrap: str, topic: str) -> dict[int, list[bytes]]:
     return values
 
 
-def _read_committed(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+def read_committed(bootstrap: str, topic: str, expected: int, partitions: int = 2,
+                   timeout: float = 60) -> list[bytes]:
+    """Every value of ``topic`` a read_committed consumer sees, once it has ``expected`` of them
+    and nothing more comes (or ``timeout`` passed)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[bytes] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
@@ -119,7 +122,7 @@ def test_java_on_tv2_and_librdkafka_on_tv1_copy_exactly_side_by_side(own_broker)
     assert _count(java, "EndTxn", [5]) >= transactions and _count(java, "EndTxn", range(0, 5)) == 0
     assert _count(java, "TxnOffsetCommit", [5]) >= transactions and _count(java, "Produce", range(12, 14)) > 0
     assert _count(java, "AddPartitionsToTxn", range(0, 4)) == 0 and _count(java, "AddOffsetsToTxn") == 0
-    assert sorted(_read_committed(b.bootstrap, sinks[0], RECORDS)) == values[0]  # no loss, no duplicate
+    assert sorted(read_committed(b.bootstrap, sinks[0], RECORDS)) == values[0]  # no loss, no duplicate
 
     # Both at once, copying the other partition: each on its own version.
     before = _requests(b)
@@ -133,8 +136,8 @@ def test_java_on_tv2_and_librdkafka_on_tv1_copy_exactly_side_by_side(own_broker)
     both = {k: n - before.get(k, 0) for k, n in _requests(b).items()}
     assert _count(both, "EndTxn", [5]) >= transactions and _count(both, "EndTxn", range(0, 5)) >= transactions
     assert _count(both, "AddPartitionsToTxn", range(0, 4)) >= transactions  # librdkafka's own adds
-    assert sorted(_read_committed(b.bootstrap, sinks[1], RECORDS)) == values[1]
-    assert sorted(_read_committed(b.bootstrap, sinks[2], RECORDS)) == sorted(b"copied:" + v for v in values[1])
+    assert sorted(read_committed(b.bootstrap, sinks[1], RECORDS)) == values[1]
+    assert sorted(read_committed(b.bootstrap, sinks[2], RECORDS)) == sorted(b"copied:" + v for v in values[1])
 
 
 def test_a_downgrade_to_tv1_while_a_tv2_copier_runs_breaks_nothing(own_broker):
@@ -158,9 +161,9 @@ def test_a_downgrade_to_tv1_while_a_tv2_copier_runs_breaks_nothing(own_broker):
         if java.poll() is None:
             java.kill()
     assert java.returncode == 0, out[-3000:]
-    assert sorted(_read_committed(b.bootstrap, sinks[0], RECORDS)) == values[0]
+    assert sorted(read_committed(b.bootstrap, sinks[0], RECORDS)) == values[0]
     before = _requests(b)
     _run_java(b.bootstrap, source, sinks[1], 1)  # started after the downgrade: version 1
     after = {k: n - before.get(k, 0) for k, n in _requests(b).items()}
     assert _count(after, "EndTxn", [5]) == 0 and _count(after, "AddPartitionsToTxn", range(0, 4)) > 0
-    assert sorted(_read_committed(b.bootstrap, sinks[1], RECORDS)) == values[1]
+    assert sorted(read_committed(b.bootstrap, sinks[1], RECORDS)) == values[1]

@@ -393,6 +393,12 @@ VERIFIED_LATE = {"test.fault.points": "txn.verification.delay:2000"}
 VERIFICATION_TAKEN_UP_S = 0.5  # the held request is taken up first; nothing outside shows when
 
 
+def _late_batch(producer_id: int, epoch: int) -> bytes:
+    """The transaction's first batch, the one a fault point holds while the transaction ends."""
+    return bytes(rb.build_batch([(b"k", b"late")], timestamp=int(time.time() * 1000), producer_id=producer_id,
+                                producer_epoch=epoch, base_sequence=0, transactional=True))
+
+
 def test_a_produce_verified_before_its_transaction_aborted_opens_no_transaction(own_broker, topic_name):
     b = own_broker(**VERIFIED_LATE)
     create_topic(b.bootstrap, topic_name, 1)
@@ -401,8 +407,7 @@ def test_a_produce_verified_before_its_transaction_aborted_opens_no_transaction(
         r = init_pid(c, txn)
         pid, epoch = r.producer_id, r.producer_epoch
         assert add_partitions(c, txn, pid, epoch, topic_name) == 0
-        batch = bytes(rb.build_batch([(b"k", b"late")], timestamp=int(time.time() * 1000), producer_id=pid,
-                                     producer_epoch=epoch, base_sequence=0, transactional=True))
+        batch = _late_batch(pid, epoch)
         req = produce_request(topic_name, batch)
         delayed.send(0, 9, type(req)(transactional_id=txn, acks=-1, timeout=req.timeout, topic_data=req.topic_data))
         time.sleep(VERIFICATION_TAKEN_UP_S)
@@ -475,8 +480,7 @@ def test_a_tv2_produce_held_past_the_end_of_its_transaction_never_joins_the_next
     with RawClient(b.bootstrap, timeout=30) as delayed, RawClient(b.bootstrap, timeout=30) as c:
         r = init_pid(c, txn)
         pid, epoch = r.producer_id, r.producer_epoch
-        batch = bytes(rb.build_batch([(b"k", b"late")], timestamp=int(time.time() * 1000), producer_id=pid,
-                                     producer_epoch=epoch, base_sequence=0, transactional=True))
+        batch = _late_batch(pid, epoch)
         delayed.send_call(0, 12, {"transactional_id": txn, "acks": -1, "timeout": 30000, "topic_data": [
             {"name": topic_name, "partition_data": [{"index": 0, "records": batch}]}]})
         wait_state(c, txn, "Ongoing")  # the leader added the partition; its answer is held

@@ -170,7 +170,10 @@ class ProducerStateManager:
                                  f"has ended (at offset {duplicate.first_offset}); expected sequence "
                                  f"{entry.last_seq + 1}")
             return duplicate
-        if entry.batches and not _in_sequence(entry.last_seq, first_seq):
+        # No batch at this epoch yet (a transaction version 2 marker bumped it): only
+        # sequence 0 is next, as Kafka's NO_SEQUENCE. Accepting any would let a later batch
+        # of the transaction in while its first is still being retried.
+        if entry.producer_epoch != rb.NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, first_seq):
             raise KafkaError(ErrorCode.out_of_order_sequence_number,
                              f"expected sequence {entry.last_seq + 1}, got {first_seq}")
         return None

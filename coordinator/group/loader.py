@@ -4,7 +4,8 @@ Owns the pure part of Kafka's ``GroupMetadataManager.doLoadGroupsAndOffsets``: r
 of one partition log from its start, last value per key wins, tombstones delete, and offsets
 written inside a transaction wait for their producer's COMMIT/ABORT marker (a committed one
 replaces a plain commit only if it sits later in the log; a COMMIT applies only offsets written
-at its own producer epoch, as the live completion does). No state and no event loop, so it
+at its transaction's producer epoch, as the live completion does, which the replay infers:
+see :func:`transaction_epoch`). No state and no event loop, so it
 runs in a worker thread; :class:`~coordinator.group.coordinator.GroupCoordinator` turns the
 result into groups.
 """
@@ -51,6 +52,14 @@ class LoadedPartition:
     end_offset: int = 0
 
 
+def transaction_epoch(marker_epoch: int, pending_epochs) -> int:
+    """The producer epoch a COMMIT marker's transaction wrote its offsets at. The marker does not
+    say which transaction version wrote it: under version 1 its own epoch; under version 2,
+    whose coordinator bumps the epoch to write the markers, the one before. The pending
+    offsets tell: version 2 never writes at the marker's epoch before that marker."""
+    return marker_epoch if any(e == marker_epoch for e in pending_epochs) else marker_epoch - 1
+
+
 def read_offsets_partition(plog: Log) -> LoadedPartition:
     """Replay one ``__consumer_offsets`` log (Kafka's ``doLoadGroupsAndOffsets``).
 
@@ -68,8 +77,9 @@ def read_offsets_partition(plog: Log) -> LoadedPartition:
                 control_type = struct.unpack_from(">h", records[0].key, 2)[0]
                 pending = out.pending_txn.pop(header.producer_id, {})
                 if control_type == CONTROL_COMMIT:
+                    txn_epoch = transaction_epoch(header.producer_epoch, (e for _, _, e in pending.values()))
                     for key, (log_offset, value, producer_epoch) in pending.items():
-                        if producer_epoch < header.producer_epoch:
+                        if producer_epoch < txn_epoch:
                             continue  # an earlier transaction's (as GroupMetadata's completion)
                         current = out.offsets.get(key)
                         if current is None or current[0] < log_offset:

@@ -47,7 +47,7 @@ def _copier(bootstrap: str, source: str, sink: str, txn_id: str) -> subprocess.P
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster):
+def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster, tmp_path):
     rng = random.Random(7)
     source, sink, txn_id = "tv2-chaos-in", "tv2-chaos-out", "tv2-chaos-copier"
     create_topic(cluster.bootstrap, source, 1, replication_factor=3)
@@ -84,6 +84,7 @@ def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster
             copier.kill()
             out = copier.communicate()[0]
         restore(cluster)
+    (tmp_path / "copier.log").write_text(out)  # kept beside the brokers' logs for a failed run
     assert copier.returncode == 0, (faults, out[-4000:])
     wait_internal_isr_complete(cluster)
     output = read_committed(cluster.bootstrap, sink, RECORDS, OUTPUT_PARTITIONS, timeout=90)

@@ -545,6 +545,33 @@ async def test_a_commit_marker_skips_offsets_an_older_epoch_left_pending_in_memo
         await h.stop()
 
 
+async def test_offsets_committed_by_transaction_version_2_survive_a_reload(tmp_path):
+    """Transaction version 2 writes the COMMIT marker at the epoch after the transaction's
+    (the coordinator bumps it to end the transaction): a reload commits the transaction's
+    offsets, written at the epoch before the marker's, and still skips an older epoch's."""
+    path = str(tmp_path / "data")
+    h = await Harness(path).start()
+    try:
+        h.create_topic("in", 2)
+        for epoch, offsets in ((3, {("in", 0): 10}), (5, {("in", 1): 20}), (5, {("in", 0): 30})):
+            r = await h.coordinator.txn_offset_commit(
+                group_id="g", producer_id=7, producer_epoch=epoch, member_id="", group_instance_id=None,
+                generation_id=-1, offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()})
+            assert r == dict.fromkeys(offsets, 0)
+        p = h.coordinator.partition_for("g")
+        h.broker.replica_manager.append_marker(OFFSETS_TOPIC, p, 7, 6, 0, True, 2)
+        h.coordinator.complete_txn_offset_commits(p, 7, True, 5)  # what WriteTxnMarkers v2 passes
+        assert {tp: c.offset for tp, c in h.group("g").offsets.items()} == {("in", 0): 30, ("in", 1): 20}
+    finally:
+        await h.stop()
+    h = await restarted(path)
+    try:
+        assert {tp: c.offset for tp, c in h.group("g").offsets.items()} == {("in", 0): 30, ("in", 1): 20}
+        assert not h.group("g").pending_txn_offsets
+    finally:
+        await h.stop()
+
+
 async def test_markers_are_refused_while_the_offsets_partition_loads(tmp_path):
     """A marker appended past what the load read would find none of the loaded groups: the
     WriteTxnMarkers handler refuses it (NOT_LEADER_OR_FOLLOWER, retried) until loaded."""

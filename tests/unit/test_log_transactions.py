@@ -168,3 +168,18 @@ def test_a_tv2_verification_guard_outlives_the_previous_transactions_marker(log)
     with pytest.raises(KafkaError) as ended:
         ps.check_verification(rb.parse_header(txn_batch(8, 0, 0)), tv1_guard)
     assert ended.value.code == ErrorCode.invalid_txn_state
+
+
+def test_the_first_batch_after_a_tv2_marker_must_start_at_sequence_0(log):
+    """The marker of transaction version 2 carries the epoch the producer's next transaction
+    writes at, so no batch is known at that epoch yet: a later batch of the next transaction
+    (sequence 2) is out of order while its first (sequence 0) is still being retried, and the
+    first, once in, is the only one its retry can duplicate."""
+    append(log, txn_batch(7, 3, 0))
+    log.append_marker(7, 4, 0, True, 0, transaction_version=2)
+    with pytest.raises(KafkaError) as gap:
+        log.append_as_leader(txn_batch(7, 4, 2), 0)
+    assert gap.value.code == ErrorCode.out_of_order_sequence_number
+    first = append(log, txn_batch(7, 4, 0))
+    assert append(log, txn_batch(7, 4, 2)).base_offset == first.base_offset + 2
+    assert log.append_as_leader(txn_batch(7, 4, 0), 0).base_offset == first.base_offset  # a retry

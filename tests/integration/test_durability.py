@@ -5,10 +5,12 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import time
 
 from confluent_kafka import Producer
 
 from protocol import records as rb
+from protocol.errors import ErrorCode
 from tests.support.broker_process import REPO, BrokerProcess
 from tests.support.clients import consume_all, create_topic
 
@@ -143,3 +145,39 @@ def produce_and_count(bootstrap: str, topic: str, n: int, expected: int | None =
 def test_a_new_log_dir_is_not_an_unclean_shutdown(own_broker):
     b = own_broker()
     assert "clean_shutdown=True" in b.output() and "new=True" in b.output()
+
+
+def test_a_tv2_transactions_offsets_and_sequences_survive_a_restart(own_broker, topic_name):
+    """Transaction version 2 writes its markers at the bumped epoch: after kill -9 and after a
+    clean stop, the committed offsets are still the group's (the reload commits offsets written
+    at the epoch before the marker's), and the producer's next transaction, at that epoch,
+    still has to start at sequence 0."""
+    from tests.integration.test_transaction_version2 import (
+        _end,
+        _init,
+        _produce,
+        _txn_offset_commit,
+        _wait_state,
+        committed_offset,
+    )
+    from tests.support.raw import RawClient
+
+    b = own_broker()
+    create_topic(b.bootstrap, topic_name, 1)
+    txn, group = f"{topic_name}-txn", f"{topic_name}-group"
+    with RawClient(b.bootstrap) as c:
+        pid, epoch = _init(c, txn)
+        assert _produce(c, topic_name, txn, pid, epoch, 0) == 0
+        assert _txn_offset_commit(c, txn, group, pid, epoch, topic_name, 42) == 0
+        assert _end(c, txn, pid, epoch, commit=True) == (0, pid, epoch + 1)
+        _wait_state(c, txn, "CompleteCommit")
+    for kill in (True, False):
+        b.restart(kill=kill)
+        with RawClient(b.bootstrap) as c:
+            deadline = time.monotonic() + 20
+            while (offset := committed_offset(c, group, topic_name)) != 42 and time.monotonic() < deadline:
+                time.sleep(0.1)  # -1 while the offsets partition loads
+            assert offset == 42, f"after {'kill -9' if kill else 'a clean stop'}: committed {offset}"
+    with RawClient(b.bootstrap) as c:
+        assert _produce(c, topic_name, txn, pid, epoch + 1, 1) == ErrorCode.out_of_order_sequence_number
+        assert _produce(c, topic_name, txn, pid, epoch + 1, 0) == 0

@@ -17,8 +17,9 @@ from tests.support.parity import TARGETS, single_broker
 from tests.support.raw import RawClient
 from tests.support.raw import describe_transaction as describe
 
+# What a client retries; a new topic's leader may not be known everywhere yet (Kafka).
 RETRY = (E.concurrent_transactions, E.coordinator_load_in_progress, E.coordinator_not_available,
-         E.not_coordinator, E.not_enough_replicas)
+         E.not_coordinator, E.not_enough_replicas, E.not_leader_or_follower, E.unknown_topic_or_partition)
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -145,27 +146,35 @@ def test_tv2_offsets_join_the_transaction_with_txn_offset_commit_v5(bootstrap, t
         _retrying(lambda: c.call(10, 4, {"key_type": 0, "coordinator_keys": [group]}).coordinators[0].error_code,
                   "FindCoordinator")
         assert _produce(c, topic, txn, pid, epoch, 0) == 0
-
-        def commit_offsets():
-            r = c.call(28, 5, {"transactional_id": txn, "group_id": group, "producer_id": pid,
-                               "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-                               "group_instance_id": None, "topics": [{"name": topic, "partitions": [
-                                   {"partition_index": 0, "committed_offset": 42, "committed_leader_epoch": -1,
-                                    "committed_metadata": ""}]}]})
-            return r.topics[0].partitions[0].error_code
-        assert _retrying(commit_offsets, "TxnOffsetCommit") == 0  # no AddOffsetsToTxn
+        assert _txn_offset_commit(c, txn, group, pid, epoch, topic, 42) == 0  # no AddOffsetsToTxn
         assert len(describe(c, txn).partitions) == 2  # the topic's and the group's offsets partition
         assert _end(c, txn, pid, epoch, commit=True) == (0, pid, epoch + 1)
         _wait_state(c, txn, "CompleteCommit")
-
-        def committed():
-            r = c.call(9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
-                              "require_stable": True})
-            return r.topics[0].partitions[0].committed_offset
         deadline = time.monotonic() + 20
-        while committed() != 42:  # the marker reaches the offsets partition asynchronously
+        while committed_offset(c, group, topic) != 42:  # the marker reaches the offsets partition asynchronously
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+def _txn_offset_commit(c: RawClient, txn: str, group: str, pid: int, epoch: int, topic: str, offset: int) -> int:
+    """TxnOffsetCommit v5 of ``offset`` for ``topic``-0 (retried while the coordinator moves)."""
+    def once():
+        r = c.call(28, 5, {"transactional_id": txn, "group_id": group, "producer_id": pid,
+                           "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+                           "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                               {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                                "committed_metadata": ""}]}]})
+        return r.topics[0].partitions[0].error_code
+    return _retrying(once, "TxnOffsetCommit")
+
+
+def committed_offset(c: RawClient, group: str, topic: str) -> int:
+    """``group``'s committed offset of ``topic``-0 (OffsetFetch with require_stable; -1: none)."""
+    r = c.call(9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+                      "require_stable": True})
+    if r.error_code or not r.topics:  # COORDINATOR_LOAD_IN_PROGRESS while the partition loads
+        return -1
+    return r.topics[0].partitions[0].committed_offset
 
 
 def test_a_tv1_producer_runs_beside_unchanged(bootstrap, topic):

@@ -1,7 +1,8 @@
 """Kafka's Java copier on transaction version 2 while its coordinator and the output's leaders
 are killed -9 or paused and restarted, one victim still down when the next fault comes: every
 input record is in the read_committed output exactly once, and the copier, a stock Kafka 4.3.1
-client, never sees a fatal error."""
+client, never sees a fatal error. The long variant (``slow``) copies five times as much through
+ten faults, with a new fault seed each run (in the failure message)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import random
 import shutil
 import subprocess
 import time
+import uuid
 
 import pytest
 
@@ -25,7 +27,6 @@ from tests.support.cluster import (
     wait_isr_complete,
 )
 
-RECORDS = 3000
 OUTPUT_PARTITIONS = 3
 
 pytestmark = pytest.mark.skipif(shutil.which("java") is None, reason="Java (17+) is needed for Kafka's copier")
@@ -38,34 +39,41 @@ def cluster(tmp_path_factory):
     c.stop()
 
 
-def _copier(bootstrap: str, source: str, sink: str, txn_id: str) -> subprocess.Popen:
+def _copier(bootstrap: str, source: str, sink: str, txn_id: str, records: int) -> subprocess.Popen:
     return subprocess.Popen(
         [str(KAFKA_RUN), "org.apache.kafka.tools.TransactionalMessageCopier", "--broker-list", bootstrap,
          "--input-topic", source, "--input-partition", "0", "--output-topic", sink, "--consumer-group", txn_id,
-         "--transactional-id", txn_id, "--max-messages", str(RECORDS), "--transaction-size", "50",
+         "--transactional-id", txn_id, "--max-messages", str(records), "--transaction-size", "50",
          "--transaction-timeout", "20000", "--enable-random-aborts", "--use-group-metadata"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster, tmp_path):
-    rng = random.Random(7)
-    source, sink, txn_id = "tv2-chaos-in", "tv2-chaos-out", "tv2-chaos-copier"
+@pytest.mark.parametrize("records, rounds, seed", [
+    (3000, 4, 7),
+    pytest.param(15000, 10, None, marks=pytest.mark.slow, id="long"),
+])
+def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster, tmp_path, records, rounds, seed):
+    seed = random.randrange(1 << 30) if seed is None else seed
+    print(f"fault seed {seed}")
+    rng = random.Random(seed)
+    run = uuid.uuid4().hex[:6]
+    source, sink, txn_id = f"tv2-chaos-in-{run}", f"tv2-chaos-out-{run}", f"tv2-chaos-copier-{run}"
     create_topic(cluster.bootstrap, source, 1, replication_factor=3)
     create_topic(cluster.bootstrap, sink, OUTPUT_PARTITIONS, replication_factor=3)
     wait_isr_complete(cluster, source)
     wait_isr_complete(cluster, sink)
-    values = produce_values(cluster.bootstrap, source, RECORDS)
-    copier = _copier(cluster.bootstrap, source, sink, txn_id)
+    values = produce_values(cluster.bootstrap, source, records)
+    copier = _copier(cluster.bootstrap, source, sink, txn_id, records)
     faults = []
     try:
         time.sleep(3)
-        for round_ in range(4):
+        for round_ in range(rounds):
             if copier.poll() is not None:
                 break
             coordinator = coordinator_node(cluster, txn_id, TRANSACTION)
             leaders = {leader for leader, _, _ in describe(cluster.bootstrap, sink).values()}
             victim = cluster.node(coordinator if round_ % 2 == 0 else rng.choice(sorted(leaders)))
-            if round_ == 1:
+            if round_ % 4 == 1:
                 victim.pause()
                 faults.append(("pause", victim.node_id))
                 time.sleep(4)
@@ -74,7 +82,7 @@ def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster
                 victim.kill9()
                 faults.append(("kill9", victim.node_id))
                 time.sleep(3)
-                if round_ != 2:  # the third victim stays down through the next fault
+                if round_ % 4 != 2:  # one victim in four stays down through the next fault
                     victim.start()
             time.sleep(rng.uniform(1, 3))
         restore(cluster)
@@ -87,8 +95,8 @@ def test_java_tv2_copier_is_exactly_once_under_overlapping_broker_faults(cluster
     (tmp_path / "copier.log").write_text(out)  # kept beside the brokers' logs for a failed run
     assert copier.returncode == 0, (faults, out[-4000:])
     wait_internal_isr_complete(cluster)
-    output = read_committed(cluster.bootstrap, sink, RECORDS, OUTPUT_PARTITIONS, timeout=90)
+    output = read_committed(cluster.bootstrap, sink, records, OUTPUT_PARTITIONS, timeout=90)
     missing, duplicates = sorted(set(values) - set(output)), len(output) - len(set(output))
-    assert not missing and not duplicates, (faults, f"missing {len(missing)} (first {missing[:5]}), "
+    assert not missing and not duplicates, (seed, faults, f"missing {len(missing)} (first {missing[:5]}), "
                                                     f"duplicates {duplicates}")
     assert sorted(output) == values

@@ -54,7 +54,7 @@ async def handle_offset_commit(ctx: RequestContext, request) -> dict:
                     p.committed_offset, getattr(p, "committed_leader_epoch", -1) if v >= 6 else -1,
                     p.committed_metadata or "")
     if offsets:
-        errors.update(await ctx.services.group_coordinator.commit_offsets(
+        errors.update(await ctx.services.group_coordinator.offsets.commit_offsets(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=getattr(request, "group_instance_id", None) if v >= 7 else None,
             generation_id=request.generation_id_or_member_epoch, offsets=offsets, api_version=v))

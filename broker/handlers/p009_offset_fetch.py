@@ -30,7 +30,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: boo
                  member_id: str | None = None, member_epoch: int = -1) -> tuple[int, list]:
     v = ctx.api_version
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, entries = ctx.services.group_coordinator.fetch_offsets(group_id, partitions, require_stable,
+    error, entries = ctx.services.group_coordinator.offsets.fetch_offsets(group_id, partitions, require_stable,
                                                                   member_id, member_epoch)
     if not authorize(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         error = ErrorCode.group_authorization_failed

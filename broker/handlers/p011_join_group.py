@@ -55,7 +55,7 @@ async def handle_join_group(ctx: RequestContext, request) -> dict:
     elif not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         result = _failed(ErrorCode.group_authorization_failed, request)
     else:
-        result = await ctx.services.group_coordinator.join_group(
+        result = await ctx.services.group_coordinator.classic.join_group(
             group_id=request.group_id, member_id=request.member_id,
             group_instance_id=group_instance_id, require_known_member_id=v >= 4,
             client_id=ctx.header.client_id or "", client_host=client_host(ctx),

@@ -23,7 +23,7 @@ from ..request_context import RequestContext
 async def handle_heartbeat(ctx: RequestContext, request) -> dict:
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed}
-    error = ctx.services.group_coordinator.heartbeat(
+    error = ctx.services.group_coordinator.classic.heartbeat(
         group_id=request.group_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None) if ctx.api_version >= 3 else None,
         generation_id=request.generation_id)

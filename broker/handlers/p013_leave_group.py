@@ -31,7 +31,7 @@ async def handle_leave_group(ctx: RequestContext, request) -> dict:
     else:
         members = [(request.member_id, None)]
         reason = None
-    error, results = ctx.services.group_coordinator.leave_group(
+    error, results = ctx.services.group_coordinator.classic.leave_group(
         group_id=request.group_id, members=members, reason=reason)
     if v < 3:
         if not error and results:

@@ -25,7 +25,7 @@ async def handle_sync_group(ctx: RequestContext, request) -> dict:
     if not authorize(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
         return {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed, "protocol_type": None,
                 "protocol_name": None, "assignment": b""}
-    result = await ctx.services.group_coordinator.sync_group(
+    result = await ctx.services.group_coordinator.classic.sync_group(
         group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
         group_instance_id=getattr(request, "group_instance_id", None) if v >= 3 else None,
         protocol_type=getattr(request, "protocol_type", None) if v >= 5 else None,

@@ -55,7 +55,7 @@ async def handle_write_txn_markers(ctx: RequestContext, request) -> dict:
             parts = []
             for index in t.partition_indexes:
                 try:
-                    offsets = broker.group_coordinator if t.name == OFFSETS_TOPIC else None
+                    offsets = broker.group_coordinator.offsets if t.name == OFFSETS_TOPIC else None
                     if offsets is not None and not offsets.accepts_txn_markers(index):
                         raise KafkaError(ErrorCode.not_leader_or_follower)
                     info = rm.append_marker(t.name, index, marker.producer_id, marker.producer_epoch,

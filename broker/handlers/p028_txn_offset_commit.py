@@ -94,7 +94,7 @@ async def handle_txn_offset_commit(ctx: RequestContext, request) -> dict:
             offset=p.committed_offset, leader_epoch=getattr(p, "committed_leader_epoch", -1),
             metadata=p.committed_metadata or "")
             for t in request.topics for p in t.partitions if t.name not in unauthorized}
-        errors = await ctx.services.group_coordinator.txn_offset_commit(
+        errors = await ctx.services.group_coordinator.offsets.txn_offset_commit(
             group_id=request.group_id, producer_id=request.producer_id, producer_epoch=request.producer_epoch,
             member_id=getattr(request, "member_id", ""), group_instance_id=getattr(request, "group_instance_id", None),
             generation_id=getattr(request, "generation_id", -1), offsets=offsets, verification_guard=guard)

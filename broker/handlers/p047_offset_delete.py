@@ -48,7 +48,7 @@ async def handle_offset_delete(ctx: RequestContext, request) -> dict:
             else:
                 answered.setdefault(t.name, []).append(_partition(p.partition_index,
                                                                   ErrorCode.unknown_topic_or_partition))
-    error, results = await ctx.services.group_coordinator.delete_offsets(request.group_id, valid)
+    error, results = await ctx.services.group_coordinator.offsets.delete_offsets(request.group_id, valid)
     if error:
         return {"error_code": error, "throttle_time": 0, "topics": []}
     for (topic, partition), perr in results.items():

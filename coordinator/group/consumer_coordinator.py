@@ -196,7 +196,7 @@ class ConsumerGroupCoordinator:
             return error_response(exc.code, exc.message)
         async with self._lock(r.group_id):
             # Checked once the group is ours: the partition may have been unloaded meanwhile.
-            error = self.c._validate_group_status(r.group_id, allow_empty=False)
+            error = self.c.validate_group_status(r.group_id, allow_empty=False)
             if error:
                 return error_response(error)
             holder = self.c.groups.get(r.group_id)
@@ -266,7 +266,7 @@ class ConsumerGroupCoordinator:
         if holder is not None and holder.consumer is not None:
             return holder.consumer
         if (holder is not None and not _is_empty_classic(holder)) or \
-                (holder is None and self.c._other_owner(group_id) is not None):  # e.g. a share group
+                (holder is None and self.c.other_owner(group_id) is not None):  # e.g. a share group
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if not create:
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
@@ -610,7 +610,7 @@ class ConsumerGroupCoordinator:
             return 0
         raw = [group_metadata_record(group_id, None) if key.record_type == -1
                else rec.consumer_group_record(key, value) for key, value in records]
-        error, _ = await self.c._append(group_id, raw)
+        error, _ = await self.c.append(group_id, raw)
         if error:
             return append_error(error)
         return 0
@@ -696,12 +696,12 @@ class ConsumerGroupCoordinator:
         out = {"error_code": 0, "error_message": None, "group_id": group_id, "group_state": "",
                "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": [],
                "authorized_operations": -2147483648}
-        error = self.c._validate_group_status(group_id, allow_empty=False)
+        error = self.c.validate_group_status(group_id, allow_empty=False)
         if error:
             out["error_code"] = error
             return out
         holder = self.c.groups.get(group_id)
-        if holder is None and self.c._other_owner(group_id) is not None:
+        if holder is None and self.c.other_owner(group_id) is not None:
             out.update(error_code=ErrorCode.group_id_not_found,
                        error_message=f"Group {group_id} is not a consumer group.")
             return out

@@ -1,6 +1,11 @@
-"""The seam between the classic group coordinator and the other group types it hosts.
+"""The seams of the group coordinator: its parts, and the other group types it hosts.
 
-A group id belongs to exactly one group type (Kafka's ``Group.GroupType``). The classic
+The :class:`~coordinator.group.coordinator.GroupCoordinator` service is split as Kafka 4's is:
+the classic groups (:mod:`.classic`) and the offsets (:mod:`.offsets`) are
+:class:`CoordinatorPart` s that reach the groups, the services, the clock and the background
+tasks through it.
+
+A group id belongs to exactly one group type (Kafka's ``Group.GroupType``). The
 :class:`~coordinator.group.coordinator.GroupCoordinator` owns the ``__consumer_offsets``
 partitions, their loading and their writes; another group type (share groups,
 ``coordinator/share``) registers itself as a :class:`GroupTypeOwner` and is told about
@@ -11,7 +16,36 @@ DescribeGroups, DeleteGroups) and by the classic APIs that must refuse its ids.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..runtime import BackgroundTasks, CoordinatorTimer
+    from .coordinator import GroupCoordinator
+    from .services import GroupServices
+    from .state import GroupMetadata
+
+
+class CoordinatorPart:
+    """One part of a :class:`~coordinator.group.coordinator.GroupCoordinator` (``self.c``)."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.c = coordinator
+
+    @property
+    def s(self) -> GroupServices:
+        return self.c.s
+
+    @property
+    def groups(self) -> dict[str, GroupMetadata]:
+        return self.c.groups
+
+    @property
+    def timer(self) -> CoordinatorTimer:
+        return self.c.timer
+
+    @property
+    def tasks(self) -> BackgroundTasks:
+        return self.c.tasks
 
 
 class GroupTypeOwner(Protocol):

@@ -64,7 +64,7 @@ async def test_txn_offset_commit_with_a_stale_member_epoch_is_illegal_generation
     epoch = await _join(h)
 
     async def txn_commit(member_id: str, member_epoch: int) -> int:
-        result = await h.coordinator.txn_offset_commit(
+        result = await h.coordinator.offsets.txn_offset_commit(
             group_id="g", producer_id=7, producer_epoch=0, member_id=member_id, group_instance_id=None,
             generation_id=member_epoch, offsets={("t", 0): OffsetAndMetadata(1, -1, "")})
         return result[("t", 0)]

@@ -59,23 +59,23 @@ class Harness:
     async def join(self, group: str = "g", member_id: str = "", session_ms: int = 10000,
                    rebalance_ms: int = 10000, instance: str | None = None, require_known: bool = False,
                    protocols=PROTOCOLS) -> dict:
-        return await self.coordinator.join_group(
+        return await self.coordinator.classic.join_group(
             group_id=group, member_id=member_id, group_instance_id=instance,
             require_known_member_id=require_known, client_id="c", client_host="/127.0.0.1",
             rebalance_timeout_ms=rebalance_ms, session_timeout_ms=session_ms, protocol_type="consumer",
             protocols=protocols)
 
     async def sync(self, group: str, generation: int, member_id: str, assignments=None) -> dict:
-        return await self.coordinator.sync_group(
+        return await self.coordinator.classic.sync_group(
             group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None,
             protocol_type=None, protocol_name=None, assignments=assignments or {})
 
     def heartbeat(self, group: str, generation: int, member_id: str) -> int:
-        return self.coordinator.heartbeat(group_id=group, member_id=member_id, group_instance_id=None,
+        return self.coordinator.classic.heartbeat(group_id=group, member_id=member_id, group_instance_id=None,
                                           generation_id=generation)
 
     async def commit(self, group: str, generation: int, member_id: str, offsets: dict) -> dict:
-        return await self.coordinator.commit_offsets(
+        return await self.coordinator.offsets.commit_offsets(
             group_id=group, member_id=member_id, group_instance_id=None, generation_id=generation,
             offsets={tp: OffsetAndMetadata(o, -1, "md") for tp, o in offsets.items()})
 
@@ -118,7 +118,7 @@ async def test_single_member_join_sync_heartbeat_commit(harness):
     assert (await h.commit("g", gen, member, {("t", 0): 5}))[("t", 0)] == 0
     assert (await h.commit("g", gen - 1, member, {("t", 1): 6}))[("t", 1)] == E.illegal_generation
     assert (await h.commit("g", -1, "", {("t", 1): 6}))[("t", 1)] == E.unknown_member_id
-    error, entries = h.coordinator.fetch_offsets("g", [("t", 0), ("t", 1)])
+    error, entries = h.coordinator.offsets.fetch_offsets("g", [("t", 0), ("t", 1)])
     assert error == 0 and [(tp, c.offset if c else None) for tp, c, _ in entries] == [(("t", 0), 5), (("t", 1), None)]
     # Sync again in Stable: the current assignment.
     assert (await h.sync("g", gen, member))["assignment"] == b"A"
@@ -199,7 +199,7 @@ async def test_leave_group_answers_a_parked_join_with_unknown_member(harness):
     join_b = asyncio.create_task(h.join())
     await settle()
     b = next(m for m in h.group().members if m != a)
-    error, results = h.coordinator.leave_group(group_id="g", members=[(b, None), ("ghost", None)])
+    error, results = h.coordinator.classic.leave_group(group_id="g", members=[(b, None), ("ghost", None)])
     assert error == 0 and results == [(b, None, 0), ("ghost", None, E.unknown_member_id)]
     assert (await join_b)["error_code"] == E.unknown_member_id
 
@@ -213,7 +213,7 @@ async def test_static_member_rejoining_with_a_new_id_keeps_the_generation(harnes
     r2 = await h.join(instance="inst-1")
     assert r2["error_code"] == 0 and r2["generation_id"] == r["generation_id"] and r2["member_id"] != old
     assert r2["skip_assignment"] and h.group().state is GroupState.STABLE
-    assert h.coordinator.heartbeat(group_id="g", member_id=old, group_instance_id="inst-1",
+    assert h.coordinator.classic.heartbeat(group_id="g", member_id=old, group_instance_id="inst-1",
                                    generation_id=r["generation_id"]) == E.fenced_instance_id
 
 
@@ -224,13 +224,13 @@ async def test_delete_groups(harness):
     await h.commit("g", gen, a, {("t", 0): 3})
     assert await h.coordinator.delete_groups(["g", "nope"]) == {"g": E.non_empty_group,
                                                                  "nope": E.group_id_not_found}
-    h.coordinator.leave_group(group_id="g", members=[(a, None)])
+    h.coordinator.classic.leave_group(group_id="g", members=[(a, None)])
     assert h.group().state is GroupState.EMPTY
     end = h.offsets_log("g").log_end_offset
     assert await h.coordinator.delete_groups(["g"]) == {"g": 0}
     assert "g" not in h.coordinator.groups
     assert h.offsets_log("g").log_end_offset == end + 2  # offset and group tombstones
-    assert h.coordinator.fetch_offsets("g", [("t", 0)])[1][0][1] is None
+    assert h.coordinator.offsets.fetch_offsets("g", [("t", 0)])[1][0][1] is None
 
 
 def append_marker(plog, marker: int, producer_id: int) -> None:
@@ -297,9 +297,9 @@ async def test_state_survives_restart_with_tombstones_and_transaction_markers(tm
         assert "gone" not in h.coordinator.groups
         txn = h.group("txn")
         assert {tp: c.offset for tp, c in txn.offsets.items()} == {("t", 0): 40}
-        _, entries = h.coordinator.fetch_offsets("txn", [("t", 2)], require_stable=True)
+        _, entries = h.coordinator.offsets.fetch_offsets("txn", [("t", 2)], require_stable=True)
         assert entries == [(("t", 2), None, E.unstable_offset_commit)]
-        h.coordinator.complete_txn_offset_commits(p, 1002, is_commit=True)
+        h.coordinator.offsets.complete_txn_offset_commits(p, 1002, is_commit=True)
         assert h.group("txn").offsets[("t", 2)].offset == 42
     finally:
         await h.stop()
@@ -311,7 +311,7 @@ async def test_offsets_of_an_empty_group_expire_after_retention(harness):
     a, gen = await stable_single_member(h)
     await h.commit("g", gen, a, {("t", 0): 3})
     assert await h.coordinator.cleanup_expired_offsets() == 0
-    h.coordinator.leave_group(group_id="g", members=[(a, None)])
+    h.coordinator.classic.leave_group(group_id="g", members=[(a, None)])
     later = h.group().current_state_timestamp + 7 * 24 * 3600 * 1000 + 1
     assert await h.coordinator.cleanup_expired_offsets(now=later) == 1
     assert "g" not in h.coordinator.groups
@@ -337,12 +337,12 @@ async def test_an_offset_commit_is_pending_until_its_append_completes(harness):
     gate = _gate_appends(h)
     commit = asyncio.ensure_future(h.commit("g", gen, member, {("t", 0): 7}))
     await settle()
-    error, rows = h.coordinator.fetch_offsets("g", [("t", 0)], require_stable=True)
+    error, rows = h.coordinator.offsets.fetch_offsets("g", [("t", 0)], require_stable=True)
     assert (error, rows[0][1], rows[0][2]) == (0, None, E.unstable_offset_commit)
-    assert h.coordinator.fetch_offsets("g", [("t", 0)])[1][0][1] is None  # not visible yet
+    assert h.coordinator.offsets.fetch_offsets("g", [("t", 0)])[1][0][1] is None  # not visible yet
     gate.set()
     assert (await commit)[("t", 0)] == 0
-    assert h.coordinator.fetch_offsets("g", [("t", 0)], require_stable=True)[1][0][1].offset == 7
+    assert h.coordinator.offsets.fetch_offsets("g", [("t", 0)], require_stable=True)[1][0][1].offset == 7
 
 
 async def test_leadership_lost_during_an_append_answers_not_coordinator_and_applies_nothing(harness):
@@ -357,10 +357,10 @@ async def test_leadership_lost_during_an_append_answers_not_coordinator_and_appl
     h.coordinator.on_resign(partition, epoch)
     gate.set()
     assert (await commit)[("t", 0)] == E.not_coordinator
-    assert h.coordinator.fetch_offsets("g", [("t", 0)])[0] == E.not_coordinator
+    assert h.coordinator.offsets.fetch_offsets("g", [("t", 0)])[0] == E.not_coordinator
     h.coordinator.on_become_leader(partition, epoch + 1)  # reloaded from the log: the write is there
     await wait_loaded(h, partition)
-    assert h.coordinator.fetch_offsets("g", [("t", 0)])[1][0][1].offset == 9
+    assert h.coordinator.offsets.fetch_offsets("g", [("t", 0)])[1][0][1].offset == 9
 
 
 async def wait_loaded(h: Harness, partition: int) -> None:
@@ -383,7 +383,7 @@ async def test_offset_delete_follows_the_group_state_and_subscriptions(harness):
     h = harness
     h.create_topic("t", 2)
     h.create_topic("u", 1)
-    delete = h.coordinator.delete_offsets
+    delete = h.coordinator.offsets.delete_offsets
     assert await delete("nope", [("t", 0)]) == (E.group_id_not_found, {})
     assert await delete("", [("t", 0)]) == (E.invalid_group_id, {})
     # A consumer group subscribed to "t": its partitions are in use, "u" is not.
@@ -399,14 +399,14 @@ async def test_offset_delete_follows_the_group_state_and_subscriptions(harness):
     await h.commit("opaque", gen2, other, {("u", 0): 3})
     assert await delete("opaque", [("u", 0)]) == (0, {("u", 0): E.group_subscribed_to_topic})
     # A group with members not using the consumer protocol cannot have offsets deleted.
-    r = await h.coordinator.join_group(
+    r = await h.coordinator.classic.join_group(
         group_id="connect", member_id="", group_instance_id=None, require_known_member_id=False,
         client_id="c", client_host="/127.0.0.1", rebalance_timeout_ms=10000, session_timeout_ms=10000,
         protocol_type="connect", protocols=[("v1", b"x")])
     assert r["error_code"] == 0
     assert await delete("connect", [("u", 0)]) == (E.non_empty_group, {})
     # Once Empty, everything goes; a partition without a commit succeeds without a tombstone.
-    h.coordinator.leave_group(group_id="g", members=[(member, None)])
+    h.coordinator.classic.leave_group(group_id="g", members=[(member, None)])
     end = h.offsets_log("g").log_end_offset
     assert await delete("g", [("t", 0), ("t", 1)]) == (0, {("t", 0): 0, ("t", 1): 0})
     assert h.offsets_log("g").log_end_offset == end + 1
@@ -428,7 +428,7 @@ async def test_deleted_offsets_stay_deleted_after_reload(tmp_path):
     h = await Harness(path).start()
     h.create_topic("t", 2)
     await h.commit("simple", -1, "", {("t", 0): 5, ("t", 1): 6})
-    assert await h.coordinator.delete_offsets("simple", [("t", 0)]) == (0, {("t", 0): 0})
+    assert await h.coordinator.offsets.delete_offsets("simple", [("t", 0)]) == (0, {("t", 0): 0})
     await h.stop()
     h = await restarted(path)
     try:
@@ -443,16 +443,16 @@ async def test_offset_delete_drops_a_pending_transactional_offset_also_on_reload
     path = str(tmp_path / "data")
     h = await Harness(path).start()
     h.create_topic("t", 1)
-    r = await h.coordinator.txn_offset_commit(
+    r = await h.coordinator.offsets.txn_offset_commit(
         group_id="txn", producer_id=2000, producer_epoch=0, member_id="", group_instance_id=None,
         generation_id=-1, offsets={("t", 0): OffsetAndMetadata(9)})
     assert r == {("t", 0): 0} and h.group("txn").has_pending_offset_commits(("t", 0))
     end = h.offsets_log("txn").log_end_offset
-    assert await h.coordinator.delete_offsets("txn", [("t", 0)]) == (0, {("t", 0): 0})
+    assert await h.coordinator.offsets.delete_offsets("txn", [("t", 0)]) == (0, {("t", 0): 0})
     assert h.offsets_log("txn").log_end_offset == end + 1
     assert not h.group("txn").has_pending_offset_commits(("t", 0))
     append_marker(h.offsets_log("txn"), CONTROL_COMMIT, 2000)
-    h.coordinator.complete_txn_offset_commits(h.coordinator.partition_for("txn"), 2000, is_commit=True)
+    h.coordinator.offsets.complete_txn_offset_commits(h.coordinator.partition_for("txn"), 2000, is_commit=True)
     assert h.group("txn").offsets == {}
     await h.stop()
     h = await restarted(path)
@@ -477,7 +477,7 @@ async def txn_offsets_waiting_for_replication(h: Harness, group: str, producer_i
         return result
 
     services.append_at = append_at
-    task = asyncio.create_task(h.coordinator.txn_offset_commit(
+    task = asyncio.create_task(h.coordinator.offsets.txn_offset_commit(
         group_id=group, producer_id=producer_id, producer_epoch=producer_epoch, member_id="",
         group_instance_id=None, generation_id=-1,
         offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()}))
@@ -489,9 +489,9 @@ async def txn_offsets_waiting_for_replication(h: Harness, group: str, producer_i
 def write_marker(h: Harness, group: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
     """What WriteTxnMarkers does on a __consumer_offsets partition."""
     p = h.coordinator.partition_for(group)
-    assert h.coordinator.accepts_txn_markers(p)
+    assert h.coordinator.offsets.accepts_txn_markers(p)
     h.broker.replica_manager.append_marker(OFFSETS_TOPIC, p, producer_id, producer_epoch, 0, commit)
-    h.coordinator.complete_txn_offset_commits(p, producer_id, commit, producer_epoch)
+    h.coordinator.offsets.complete_txn_offset_commits(p, producer_id, commit, producer_epoch)
 
 
 async def test_offsets_of_a_transaction_aborted_while_their_append_waited_are_never_committed(tmp_path):
@@ -509,14 +509,14 @@ async def test_offsets_of_a_transaction_aborted_while_their_append_waited_are_ne
         replicated.set()
         assert await task == {("in", 1): 0}
         assert not h.group("copier").has_pending_offset_commits(("in", 1))
-        assert h.coordinator.fetch_offsets("copier", [("in", 1)], require_stable=True)[1] == [(("in", 1), None, 0)]
+        assert h.coordinator.offsets.fetch_offsets("copier", [("in", 1)], require_stable=True)[1] == [(("in", 1), None, 0)]
         write_marker(h, "copier", 1000, 5, commit=True)
-        assert h.coordinator.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
+        assert h.coordinator.offsets.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
     finally:
         await h.stop()
     h = await restarted(path)
     try:
-        assert h.coordinator.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
+        assert h.coordinator.offsets.fetch_offsets("copier", [("in", 1)])[1] == [(("in", 1), None, 0)]
     finally:
         await h.stop()
 
@@ -529,7 +529,7 @@ async def test_a_commit_marker_skips_offsets_an_older_epoch_left_pending_in_memo
     try:
         h.create_topic("in", 2)
         for epoch, offsets in ((1, {("in", 0): 10}), (2, {("in", 1): 20})):
-            r = await h.coordinator.txn_offset_commit(
+            r = await h.coordinator.offsets.txn_offset_commit(
                 group_id="g", producer_id=7, producer_epoch=epoch, member_id="", group_instance_id=None,
                 generation_id=-1, offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()})
             assert r == dict.fromkeys(offsets, 0)
@@ -554,13 +554,13 @@ async def test_offsets_committed_by_transaction_version_2_survive_a_reload(tmp_p
     try:
         h.create_topic("in", 2)
         for epoch, offsets in ((3, {("in", 0): 10}), (5, {("in", 1): 20}), (5, {("in", 0): 30})):
-            r = await h.coordinator.txn_offset_commit(
+            r = await h.coordinator.offsets.txn_offset_commit(
                 group_id="g", producer_id=7, producer_epoch=epoch, member_id="", group_instance_id=None,
                 generation_id=-1, offsets={tp: OffsetAndMetadata(o) for tp, o in offsets.items()})
             assert r == dict.fromkeys(offsets, 0)
         p = h.coordinator.partition_for("g")
         h.broker.replica_manager.append_marker(OFFSETS_TOPIC, p, 7, 6, 0, True, 2)
-        h.coordinator.complete_txn_offset_commits(p, 7, True, 5)  # what WriteTxnMarkers v2 passes
+        h.coordinator.offsets.complete_txn_offset_commits(p, 7, True, 5)  # what WriteTxnMarkers v2 passes
         assert {tp: c.offset for tp, c in h.group("g").offsets.items()} == {("in", 0): 30, ("in", 1): 20}
     finally:
         await h.stop()
@@ -592,13 +592,13 @@ async def test_markers_are_refused_while_the_offsets_partition_loads(tmp_path):
     try:
         await h.start()
         p = h.coordinator.partition_for("g")
-        assert not h.coordinator.accepts_txn_markers(p)
+        assert not h.coordinator.offsets.accepts_txn_markers(p)
         gate.set()
         for _ in range(200):
             if not h.coordinator.is_loading:
                 break
             await asyncio.sleep(0.02)
-        assert h.coordinator.accepts_txn_markers(p)
+        assert h.coordinator.offsets.accepts_txn_markers(p)
     finally:
         coordinator_module.read_offsets_partition = real_read
         gate.set()
@@ -609,12 +609,12 @@ async def test_txn_offset_commit_from_an_old_generation_is_refused_and_leaves_no
     h = harness
     h.create_topic("in", 1)
     member, gen = await stable_single_member(h, "g")
-    r = await h.coordinator.txn_offset_commit(
+    r = await h.coordinator.offsets.txn_offset_commit(
         group_id="g", producer_id=9, producer_epoch=0, member_id=member, group_instance_id=None,
         generation_id=gen - 1, offsets={("in", 0): OffsetAndMetadata(5)})
     assert r == {("in", 0): E.illegal_generation}
     assert not h.group("g").pending_txn_offsets
-    r = await h.coordinator.txn_offset_commit(
+    r = await h.coordinator.offsets.txn_offset_commit(
         group_id="g", producer_id=9, producer_epoch=0, member_id=member, group_instance_id=None,
         generation_id=gen, offsets={("in", 0): OffsetAndMetadata(5)})
     assert r == {("in", 0): 0} and h.group("g").has_pending_offset_commits(("in", 0))
@@ -629,7 +629,7 @@ async def test_a_commit_marker_applies_offsets_whose_append_is_still_being_repli
     h = await Harness(path).start()
     try:
         h.create_topic("in", 2)
-        first = await h.coordinator.txn_offset_commit(
+        first = await h.coordinator.offsets.txn_offset_commit(
             group_id="copier", producer_id=1000, producer_epoch=0, member_id="", group_instance_id=None,
             generation_id=-1, offsets={("in", 1): OffsetAndMetadata(4874)})
         assert first == {("in", 1): 0}

@@ -70,6 +70,7 @@ from .consumer_group import (
     reconcile,
 )
 from .consumer_records import Assignment, ConsumerGroupKey
+from .extension import CoordinatorPart
 from .group_config import config_value
 from .metadata import group_metadata_record
 from .state import GroupMetadata, now_ms
@@ -124,12 +125,11 @@ def _regex_error(regex: str) -> str | None:
     return None
 
 
-class ConsumerGroupCoordinator:
-    """The consumer-group half of :class:`~coordinator.group.coordinator.GroupCoordinator`."""
+class ConsumerGroupCoordinator(CoordinatorPart):
+    """The consumer groups of one :class:`~coordinator.group.coordinator.GroupCoordinator`."""
 
     def __init__(self, coordinator: GroupCoordinator) -> None:
-        self.c = coordinator
-        self.s = coordinator.s
+        super().__init__(coordinator)
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}  # group id: (lock, holder and waiters)
         self._session_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         self._rebalance_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
@@ -199,7 +199,7 @@ class ConsumerGroupCoordinator:
             error = self.c.validate_group_status(r.group_id, allow_empty=False)
             if error:
                 return error_response(error)
-            holder = self.c.groups.get(r.group_id)
+            holder = self.groups.get(r.group_id)
             snapshot = None if holder is None or holder.consumer is None else copy.deepcopy(holder.consumer)
             records: list[tuple[ConsumerGroupKey, Any]] = []
             try:
@@ -237,7 +237,7 @@ class ConsumerGroupCoordinator:
                 self._locks[group_id] = (lock, users - 1)
 
     def _consumer_group(self, group_id: str) -> ConsumerGroup | None:
-        holder = self.c.groups.get(group_id)
+        holder = self.groups.get(group_id)
         return None if holder is None else holder.consumer
 
     def _restore(self, group_id: str, holder: GroupMetadata | None, snapshot: ConsumerGroup | None,
@@ -247,11 +247,11 @@ class ConsumerGroupCoordinator:
         group meanwhile (``changed`` is no longer the group's). Timers are not in the snapshot:
         the members of the restored group get back the ones the change cancelled (a leave, a
         fence, a replaced static member)."""
-        current = self.c.groups.get(group_id)
+        current = self.groups.get(group_id)
         if current is None or current.consumer is not changed:
             return
         if holder is None:
-            del self.c.groups[group_id]  # created by the failed request
+            del self.groups[group_id]  # created by the failed request
             self._describable.pop(group_id, None)
         else:
             current.consumer = snapshot
@@ -262,7 +262,7 @@ class ConsumerGroupCoordinator:
     def _get_or_create(self, group_id: str, create: bool,
                        records: list[tuple[ConsumerGroupKey, Any]]) -> ConsumerGroup:
         """Kafka's ``getOrMaybeCreateConsumerGroup``."""
-        holder = self.c.groups.get(group_id)
+        holder = self.groups.get(group_id)
         if holder is not None and holder.consumer is not None:
             return holder.consumer
         if (holder is not None and not _is_empty_classic(holder)) or \
@@ -271,7 +271,7 @@ class ConsumerGroupCoordinator:
         if not create:
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         if holder is None:
-            holder = self.c.groups[group_id] = GroupMetadata(group_id)
+            holder = self.groups[group_id] = GroupMetadata(group_id)
         elif holder.generation_id > 0:
             # Kafka's maybeDeleteEmptyClassicGroup: the classic group's metadata is tombstoned.
             records.append((ConsumerGroupKey(-1, group_id), None))
@@ -383,7 +383,7 @@ class ConsumerGroupCoordinator:
         def emit(key: ConsumerGroupKey, value: Any) -> None:
             records.append((key, value))
             group.replay(key, value)
-            holder = self.c.groups.get(group.group_id)
+            holder = self.groups.get(group.group_id)
             if holder is not None:
                 self._sync_holder(holder)
         return emit
@@ -526,13 +526,13 @@ class ConsumerGroupCoordinator:
     def _schedule_session_timeout(self, group_id: str, member_id: str) -> None:
         key = (group_id, member_id)
         self._cancel_timer(self._session_timers, key)
-        self._session_timers[key] = self.c.timer.schedule(
+        self._session_timers[key] = self.timer.schedule(
             self.session_timeout_ms(group_id), self._on_session_timeout, group_id, member_id)
 
     def _schedule_rebalance_timeout(self, group_id: str, member_id: str, epoch: int, timeout_ms: int) -> None:
         key = (group_id, member_id)
         self._cancel_timer(self._rebalance_timers, key)
-        self._rebalance_timers[key] = self.c.timer.schedule(
+        self._rebalance_timers[key] = self.timer.schedule(
             timeout_ms, self._on_rebalance_timeout, group_id, member_id, epoch)
 
     @staticmethod
@@ -566,13 +566,13 @@ class ConsumerGroupCoordinator:
 
     def _on_session_timeout(self, group_id: str, member_id: str) -> None:
         fired = self._session_timers.get((group_id, member_id))  # rescheduling cancels the handle it replaces
-        self.c.tasks.spawn(self._expire(self._session_timers, fired, group_id, member_id, None,
-                                   "the member session expired"))
+        self.tasks.spawn(self._expire(self._session_timers, fired, group_id, member_id, None,
+                                 "the member session expired"))
 
     def _on_rebalance_timeout(self, group_id: str, member_id: str, epoch: int) -> None:
         fired = self._rebalance_timers.get((group_id, member_id))
-        self.c.tasks.spawn(self._expire(self._rebalance_timers, fired, group_id, member_id, epoch,
-                                   "the member failed to revoke its partitions within the rebalance timeout"))
+        self.tasks.spawn(self._expire(self._rebalance_timers, fired, group_id, member_id, epoch,
+                                 "the member failed to revoke its partitions within the rebalance timeout"))
 
     async def _expire(self, timers: dict, fired: asyncio.TimerHandle | None, group_id: str, member_id: str,
                       epoch: int | None, reason: str) -> None:
@@ -585,7 +585,7 @@ class ConsumerGroupCoordinator:
             if fired is None or timers.get(key) is not fired:
                 return
             del timers[key]
-            holder = self.c.groups.get(group_id)
+            holder = self.groups.get(group_id)
             group = None if holder is None else holder.consumer
             member = None if group is None else group.members.get(member_id)
             if member is None:
@@ -616,7 +616,7 @@ class ConsumerGroupCoordinator:
         return 0
 
     def _after_write(self, group: ConsumerGroup) -> None:
-        holder = self.c.groups.get(group.group_id)
+        holder = self.groups.get(group.group_id)
         if holder is not None:
             self._sync_holder(holder)
 
@@ -700,7 +700,7 @@ class ConsumerGroupCoordinator:
         if error:
             out["error_code"] = error
             return out
-        holder = self.c.groups.get(group_id)
+        holder = self.groups.get(group_id)
         if holder is None and self.c.other_owner(group_id) is not None:
             out.update(error_code=ErrorCode.group_id_not_found,
                        error_message=f"Group {group_id} is not a consumer group.")

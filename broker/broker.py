@@ -259,8 +259,8 @@ class Broker:
         """Share groups (KIP-932) live beside the classic groups, in the same partitions."""
         from coordinator.share.membership import ShareGroupCoordinator
 
-        from .coordinator_services import BrokerShareGroupServices
-        share = ShareGroupCoordinator(group_coordinator, BrokerShareGroupServices(self))
+        from .coordinator_services import BrokerCoordinatorServices
+        share = ShareGroupCoordinator(group_coordinator, BrokerCoordinatorServices(self))
         group_coordinator.other_group_types.append(share)
         return share
 
@@ -346,14 +346,14 @@ class Broker:
         from coordinator.share.manager import SharePartitionManager
         from coordinator.share.persister import STATE_TOPIC, ShareCoordinator, StatePersister
 
-        from .coordinator_services import BrokerCoordinatorServices, BrokerShareAdminView, BrokerShareServices
+        from .coordinator_services import BrokerCoordinatorServices, BrokerShareAdminView
         from .share_remote import RemoteShareCoordinatorClient
-        self.share_coordinator = ShareCoordinator(BrokerCoordinatorServices(self))
-        for p, epoch in BrokerCoordinatorServices(self).led_partitions(STATE_TOPIC).items():
+        services = BrokerCoordinatorServices(self)
+        self.share_coordinator = ShareCoordinator(services)
+        for p, epoch in services.led_partitions(STATE_TOPIC).items():
             self.share_coordinator.on_become_leader(p, epoch)
         remote = self.share_remote = RemoteShareCoordinatorClient(self) if self.clustered else None
-        self.share_manager = SharePartitionManager(BrokerShareServices(self),
-                                                   StatePersister(self.share_coordinator, remote))
+        self.share_manager = SharePartitionManager(services, StatePersister(self.share_coordinator, remote))
         if self.share_group_coordinator is not None:
             self.share_group_coordinator.state = self.share_manager  # DeleteGroups drops the state
         view = BrokerShareAdminView(self)

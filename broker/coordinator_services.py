@@ -1,5 +1,5 @@
 """What the coordinators get from the broker that hosts them: the narrow capabilities their
-service protocols name (``coordinator/transaction/services.py``, ``coordinator/group/services.py``).
+service protocols name (:mod:`coordinator.services` and each coordinator's own).
 
 Owns the adapter from the broker's parts (config, metadata cache, replica manager, metrics) to
 those protocols. Internal-topic writes go through the replica manager's acks=all path and come
@@ -28,8 +28,9 @@ log = structlog.get_logger("broker.coordinator_services")
 
 
 class BrokerCoordinatorServices:
-    """The capabilities both coordinators use; all the group coordinator needs
-    (:class:`coordinator.group.services.GroupServices`)."""
+    """One adapter for every coordinator's protocol: the group coordinator's
+    (:class:`coordinator.group.services.GroupServices`), the share coordinator's, share groups'
+    and share partitions'; the transaction coordinator's extends it (``txn_services.py``)."""
 
     def __init__(self, broker: BrokerServices) -> None:
         self.broker = broker
@@ -94,41 +95,18 @@ class BrokerCoordinatorServices:
         for seg, pos, header in plog.batches(plog.log_start_offset, plog.log_end_offset):
             yield seg.read_batch(pos, header)
 
-
-class BrokerShareGroupServices:
-    """What share-group membership reads of the broker
-    (:class:`coordinator.share.membership.ShareGroupServices`)."""
-
-    def __init__(self, broker: BrokerServices) -> None:
-        self.broker = broker
-
-    def config(self, key: str) -> Any:
-        return self.broker.config.get(key)
+    # --- share groups and share partitions -----------------------------------------------------
 
     def group_config_value(self, group_id: str, name: str) -> Any:
         return config_value(self.broker.metadata.group_configs.get(group_id), name, self.broker.config.get)
 
-    def topic_metadata(self, name: str) -> tuple[uuid.UUID, int] | None:
+    def topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
         state = self.broker.metadata.topics.get(name)
         return None if state is None else (state.uuid, len(state.partitions))
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         state = self.broker.metadata.topic_by_id(topic_id)
         return None if state is None else state.name
-
-
-class BrokerShareServices:
-    """What the share-partition manager needs (:class:`coordinator.share.manager.ShareServices`)."""
-
-    def __init__(self, broker: BrokerServices) -> None:
-        self.broker = broker
-
-    def config(self, key: str) -> Any:
-        return self.broker.config.get(key)
-
-    def group_config(self, group_id: str) -> dict[str, str]:
-        """The GROUP config overrides set with IncrementalAlterConfigs (none until main has them)."""
-        return getattr(self.broker.metadata, "group_configs", {}).get(group_id, {})
 
     async def catch_up_group_config(self, group_id: str) -> None:
         try:
@@ -143,10 +121,6 @@ class BrokerShareServices:
         part = self.broker.replica_manager.partitions.get((topic, partition))
         if part is not None:
             part.wake_waiters()
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
 
 
 class BrokerShareAdminView:

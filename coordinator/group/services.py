@@ -1,4 +1,5 @@
-"""What the group coordinator needs from the broker that hosts it, as one small protocol.
+"""What the group coordinator needs from the broker that hosts it, as one small protocol
+(built on those every coordinator needs, :mod:`coordinator.services`).
 
 The coordinator never imports ``broker/``: the broker hands in an object with these
 capabilities (``broker/coordinator_services.py``). Nothing here assumes a single node: the
@@ -9,7 +10,9 @@ epoch, and every write is an acks=all append that may fail because leadership mo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from ..services import ConfigReader, InternalTopics, MetadataFreshness
 
 if TYPE_CHECKING:
     import uuid
@@ -17,26 +20,8 @@ if TYPE_CHECKING:
     from storage.log import Log
 
 
-class GroupServices(Protocol):
+class GroupServices(ConfigReader, InternalTopics, MetadataFreshness, Protocol):
     node_id: int
-
-    def config(self, key: str) -> Any:
-        """A broker config value by Kafka's property name (typed, with Kafka's default)."""
-
-    def partition_count(self, topic: str) -> int | None:
-        """Partitions of ``topic`` in the cluster metadata, None if it does not exist."""
-
-    def metadata_is_current(self) -> bool:
-        """False while this broker cannot trust its image to say what it leads (after a
-        stall that may have outlived its session; see ``MetadataCache.is_current``)."""
-
-    def led_partitions(self, topic: str) -> dict[int, int]:
-        """Partition -> leader epoch of the ``topic`` partitions this broker leads now."""
-
-    def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str],
-                              replication_factor: int) -> int:
-        """The topic's partition count, creating it first if needed; raises KafkaError
-        (COORDINATOR_NOT_AVAILABLE while a cluster creates it)."""
 
     async def append_at(self, topic: str, partition: int, records: bytes, timeout_ms: int, *,
                         verification_guard: object | None = None,

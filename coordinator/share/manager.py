@@ -38,6 +38,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..group.group_config import config_value
 from ..runtime import BackgroundTasks
+from ..services import Clock, ConfigReader
 from .partition import (
     AckBatch,
     Acquisition,
@@ -77,12 +78,10 @@ class StatePersister(Protocol):
     async def group_partitions(self, group_id: str) -> list[tuple[UUID, int]]: ...
 
 
-class ShareServices(Protocol):
+class ShareServices(ConfigReader, Clock, Protocol):
     """What the manager needs from the broker."""
 
-    def config(self, key: str) -> Any: ...
-
-    def group_config(self, group_id: str) -> dict[str, str]: ...
+    def group_configs(self, group_id: str) -> dict[str, str]: ...
 
     async def catch_up_group_config(self, group_id: str) -> None:
         """Until this broker has the group's config as the cluster has it now (an
@@ -93,8 +92,6 @@ class ShareServices(Protocol):
 
     def wake(self, topic: str, partition: int) -> None:
         """Wake the long-polling fetches waiting on the partition."""
-
-    def now_ms(self) -> int: ...
 
 
 @dataclass(slots=True)
@@ -133,7 +130,7 @@ class SharePartitionManager:
 
     def share_config(self, group_id: str) -> ShareConfig:
         """The group's overrides (IncrementalAlterConfigs on the GROUP), else the broker's."""
-        overrides = self.s.group_config(group_id)
+        overrides = self.s.group_configs(group_id)
 
         def value(name: str) -> Any:
             return config_value(overrides, name, self.s.config)

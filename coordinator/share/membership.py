@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import structlog
 
 from coordinator.runtime import BackgroundTasks, CoordinatorTimer, append_error, error_name
+from coordinator.services import ConfigReader
 from protocol.errors import ErrorCode
 
 from . import records as rec
@@ -66,15 +67,12 @@ class NoShareState:
         return False
 
 
-class ShareGroupServices(Protocol):
-    def config(self, key: str) -> Any:
-        """A broker config value by Kafka's name."""
-
+class ShareGroupServices(ConfigReader, Protocol):
     def group_config_value(self, group_id: str, name: str) -> Any:
         """The effective value of a group config (``share.session.timeout.ms``...): the group's
         override set with IncrementalAlterConfigs, else the broker's ``group.share.*`` value."""
 
-    def topic_metadata(self, name: str) -> tuple[uuid.UUID, int] | None:
+    def topic_info(self, name: str) -> tuple[uuid.UUID, int] | None:
         """(topic id, partition count) of an existing topic."""
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -310,7 +308,7 @@ class ShareGroupCoordinator:
     def _topics(self, names: Iterable[str]) -> dict[str, tuple[uuid.UUID, int]]:
         out = {}
         for name in names:
-            meta = self.s.topic_metadata(name)
+            meta = self.s.topic_info(name)
             if meta is not None:
                 out[name] = meta
         return out

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Protocol
+from typing import Protocol
 from uuid import UUID
 
 import structlog
@@ -41,6 +41,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..group.metadata import java_string_hash
 from ..runtime import BackgroundTasks, PartitionOwnership, replay_latest
+from ..services import ConfigReader, InternalTopics, PartitionLog
 from .partition import PersistedState, RecordState, StateBatch
 
 log = structlog.get_logger("coordinator.share.persister")
@@ -49,21 +50,8 @@ STATE_TOPIC = "__share_group_state"
 StateKey = tuple[str, UUID, int]
 
 
-class ShareCoordinatorServices(Protocol):
+class ShareCoordinatorServices(ConfigReader, InternalTopics, PartitionLog, Protocol):
     """The broker capabilities the share coordinator uses (``broker/coordinator_services.py``)."""
-
-    def config(self, key: str) -> Any: ...
-
-    def partition_count(self, topic: str) -> int | None: ...
-
-    def led_partitions(self, topic: str) -> dict[int, int]: ...
-
-    def create_internal_topic(self, name: str, partitions: int, configs: dict[str, str],
-                              replication_factor: int) -> int: ...
-
-    async def append(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> int: ...
-
-    def read_batches(self, topic: str, partition: int): ...
 
 
 class RemoteShareCoordinator(Protocol):

@@ -111,7 +111,7 @@ class FakeServices:
     def group_config_value(self, group_id, name):
         return {"share.session.timeout.ms": 45000, "share.heartbeat.interval.ms": 5000}[name]
 
-    def topic_metadata(self, name):
+    def topic_info(self, name):
         return self.topics.get(name)
 
     def topic_name(self, topic_id):

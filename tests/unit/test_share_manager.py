@@ -40,7 +40,7 @@ class Services:
     def config(self, key):
         return CONFIGS.get(key, CONFIGS.get(key.removeprefix("group.")))
 
-    def group_config(self, group_id):
+    def group_configs(self, group_id):
         return {"share.auto.offset.reset": "earliest"}
 
     async def catch_up_group_config(self, group_id):

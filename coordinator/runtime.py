@@ -1,5 +1,5 @@
 """What the group and transaction coordinators share: partition ownership by leader epoch,
-loading with retry, timers on an injectable clock, background tasks and periodic jobs, and the
+loading with retry and its progress, timers on an injectable clock, background tasks and periodic jobs, and the
 mapping of a failed internal-topic append to a coordinator error.
 
 A coordinator owns the partitions of its internal topic (``__consumer_offsets``,
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
@@ -29,6 +30,7 @@ from protocol.errors import ErrorCode
 log = structlog.get_logger("coordinator.runtime")
 
 LOAD_ATTEMPTS = 3
+LOAD_PROGRESS_INTERVAL_S = 2.0  # a long load reports progress this often, not per partition
 T = TypeVar("T")
 K = TypeVar("K")
 V = TypeVar("V")
@@ -243,6 +245,34 @@ async def load_with_retry(read: Callable[[], T], *, topic: str, partition: int) 
                           attempt=attempt, attempts=LOAD_ATTEMPTS)
             await asyncio.sleep(0.1 * attempt)
     return None
+
+
+class LoadProgress:
+    """What a long load of a coordinator's partitions tells the log: ``<name>_load_started``,
+    ``<name>_load_progress`` at most every ``interval_s`` while it lasts, ``<name>_load_finished``
+    with its totals. ``quiet``: a load that brings nothing (one partition gained by an election)
+    is logged at debug level only."""
+
+    def __init__(self, name: str, topic: str, partitions: int, *, quiet: bool = False,
+                 interval_s: float = LOAD_PROGRESS_INTERVAL_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name, self.topic, self.partitions, self.quiet = name, topic, partitions, quiet
+        self.interval_s, self.clock = interval_s, clock
+        self.started = self.last_report = clock()
+        (log.debug if quiet else log.info)(f"{name}_load_started", topic=topic, partitions=partitions)
+
+    def report(self, partitions_loaded: int, **totals: int) -> None:
+        """Log the progress if ``interval_s`` passed since the last report."""
+        now = self.clock()
+        if now - self.last_report >= self.interval_s:
+            self.last_report = now
+            log.info(f"{self.name}_load_progress", topic=self.topic, partitions_loaded=partitions_loaded,
+                     partitions=self.partitions, **totals)
+
+    def finished(self, **totals: int) -> None:
+        quiet = self.quiet and not any(totals.values())
+        (log.debug if quiet else log.info)(f"{self.name}_load_finished", topic=self.topic,
+                                           partitions=self.partitions, **totals,
+                                           seconds=round(self.clock() - self.started, 3))
 
 
 def replay_latest(batches: Iterable[bytes], decode_key: Callable[[bytes], K],

@@ -34,6 +34,7 @@ from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, build_batch
 from ..runtime import (
     BackgroundTasks,
     CoordinatorTimer,
+    LoadProgress,
     LoopTimer,
     PartitionOwnership,
     error_name,
@@ -53,8 +54,6 @@ from .metadata import (
 from .offsets import OffsetMetadataManager, expired_offsets
 from .services import GroupServices
 from .state import GroupMetadata, GroupState, OffsetAndMetadata, now_ms
-
-LOAD_PROGRESS_INTERVAL_S = 2.0  # a long load reports progress this often, not per partition
 
 log = structlog.get_logger("coordinator.group")
 
@@ -194,19 +193,12 @@ class GroupCoordinator:
 
     async def _load_partitions(self, partitions: list[tuple[int, int]]) -> None:
         """Replay each (partition, epoch) elected here, unless it resigned meanwhile."""
-        started = time.monotonic()
-        # One partition gained by an election is logged only if it held something (below).
-        quiet = len(partitions) == 1
-        (log.debug if quiet else log.info)("group_metadata_load_started", topic=OFFSETS_TOPIC,
-                                           partitions=len(partitions))
+        # One partition gained by an election is logged only if it held something.
+        progress = LoadProgress("group_metadata", OFFSETS_TOPIC, len(partitions), quiet=len(partitions) == 1)
         total_groups = total_offsets = 0
-        last_report = started
         for done, (p, epoch) in enumerate(partitions, 1):
+            progress.report(done - 1, groups=total_groups, offsets=total_offsets)
             t0 = time.monotonic()
-            if t0 - last_report >= LOAD_PROGRESS_INTERVAL_S:
-                last_report = t0
-                log.info("group_metadata_load_progress", topic=OFFSETS_TOPIC, partitions_loaded=done - 1,
-                         partitions=len(partitions), groups=total_groups, offsets=total_offsets)
             try:
                 plog = self.s.local_log(OFFSETS_TOPIC, p)
             except KeyError:
@@ -227,13 +219,10 @@ class GroupCoordinator:
             total_offsets += offsets
             if loaded.records:
                 log.debug("group_metadata_partition_loaded", topic=OFFSETS_TOPIC, partition=p, epoch=epoch,
-                         records=loaded.records, end_offset=loaded.end_offset, groups=groups,
-                         offsets=offsets, skipped=loaded.skipped, progress=f"{done}/{len(partitions)}",
-                         seconds=round(time.monotonic() - t0, 3))
-        quiet = quiet and not total_groups and not total_offsets
-        (log.debug if quiet else log.info)(
-            "group_metadata_load_finished", topic=OFFSETS_TOPIC, partitions=len(partitions),
-            groups=total_groups, offsets=total_offsets, seconds=round(time.monotonic() - started, 3))
+                          records=loaded.records, end_offset=loaded.end_offset, groups=groups,
+                          offsets=offsets, skipped=loaded.skipped, progress=f"{done}/{len(partitions)}",
+                          seconds=round(time.monotonic() - t0, 3))
+        progress.finished(groups=total_groups, offsets=total_offsets)
 
     def _apply_loaded(self, loaded: LoadedPartition) -> tuple[int, int]:
         """Build the groups of one partition (Kafka's ``loadGroup`` + ``onGroupLoaded``)."""

@@ -36,7 +36,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import BackgroundTasks, error_name
+from ..runtime import BackgroundTasks, LoadProgress, error_name
 from .markers import TransactionMarkerChannel
 from .services import TxnServices
 from .state import (
@@ -57,7 +57,6 @@ log = structlog.get_logger("coordinator.transaction")
 MARKER_WAIT_S = 0.05
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: a 2PC transaction never times out
 RF_WARNING_INTERVAL_S = 10.0
-LOAD_PROGRESS_INTERVAL_S = 5.0
 
 # Reasons, as logged and as the ``reason`` label of the coordinator event counter.
 NEW_INCARNATION = "new incarnation"
@@ -114,10 +113,10 @@ class TransactionCoordinator:
                 leader = self.s.leader(TXN_TOPIC, p)
                 if leader is not None and leader[0] == self.s.node_id:
                     led.append((p, leader[1]))
-            log.info("txn_coordinator_load_started", topic=TXN_TOPIC, partitions=len(led))
+            progress = LoadProgress("txn_coordinator", TXN_TOPIC, len(led))
             for p, epoch in led:
                 self.on_election(p, epoch)
-            self.tasks.spawn(self._log_load_progress(len(led)))
+            self.tasks.spawn(self._log_load_progress(progress))
         self.tasks.every(self.s.config("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
                          self.abort_timed_out_transactions)
         self.tasks.every(self.s.config("transaction.remove.expired.transaction.cleanup.interval.ms"),
@@ -141,16 +140,14 @@ class TransactionCoordinator:
         self.state.remove_transactions_for_partition(partition, coordinator_epoch)
         self.markers.remove_markers_for_partition(partition)
 
-    async def _log_load_progress(self, total: int) -> None:
-        started = time.monotonic()
+    async def _log_load_progress(self, progress: LoadProgress) -> None:
+        """The partitions load in the state manager's tasks: poll how many are left."""
         while self.state.loading:
-            await asyncio.sleep(min(LOAD_PROGRESS_INTERVAL_S, 0.05 * (1 + time.monotonic() - started)))
-            if self.state.loading and time.monotonic() - started >= LOAD_PROGRESS_INTERVAL_S:
-                log.info("txn_coordinator_load_progress", partitions_done=total - len(self.state.loading),
-                         partitions=total)
-        ids = sum(len(e.txns) for e in self.state.cache.values())
-        log.info("txn_coordinator_load_finished", topic=TXN_TOPIC, partitions=total, transactional_ids=ids,
-                 completing=len(self.markers.pending), seconds=round(time.monotonic() - started, 3))
+            await asyncio.sleep(min(progress.interval_s, 0.05 * (1 + time.monotonic() - progress.started)))
+            if self.state.loading:
+                progress.report(progress.partitions - len(self.state.loading))
+        progress.finished(transactional_ids=sum(len(e.txns) for e in self.state.cache.values()),
+                          completing=len(self.markers.pending))
 
     # --- FindCoordinator ----------------------------------------------------------------------------
 

@@ -1,13 +1,15 @@
-"""Coordinator plumbing without a broker: partition ownership by epoch, and KIP-890
-verification batched per coordinator node (a fake inter-broker client)."""
+"""Coordinator plumbing without a broker: partition ownership by epoch, load progress, and
+KIP-890 verification batched per coordinator node (a fake inter-broker client)."""
 
 from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
 
+from structlog.testing import capture_logs
+
 from broker.txn_verification import AddPartitionsToTxnManager
-from coordinator.runtime import PartitionOwnership, append_error
+from coordinator.runtime import LoadProgress, PartitionOwnership, append_error
 from protocol.errors import ErrorCode as E
 
 
@@ -91,3 +93,26 @@ async def test_an_unreachable_coordinator_is_retriable():
     client.gate.set()
     m = AddPartitionsToTxnManager(client)
     assert await m.verify(3, "y", 1, 0, [("t", 0)]) == {("t", 0): E.coordinator_not_available}
+
+
+def test_load_progress_reports_at_most_every_interval_and_totals_at_the_end():
+    now = [100.0]
+    with capture_logs() as logs:
+        progress = LoadProgress("group_metadata", "__consumer_offsets", 3, interval_s=2.0, clock=lambda: now[0])
+        progress.report(0, groups=0)
+        now[0] += 2.5
+        progress.report(1, groups=4)
+        now[0] += 1.0
+        progress.report(2, groups=6)  # within the interval of the last report
+        progress.finished(groups=7, offsets=9)
+    events = [(e["event"], e.get("partitions_loaded"), e.get("groups")) for e in logs]
+    assert events == [("group_metadata_load_started", None, None), ("group_metadata_load_progress", 1, 4),
+                      ("group_metadata_load_finished", None, 7)]
+    assert logs[-1]["seconds"] == 3.5 and logs[-1]["log_level"] == "info"
+
+
+def test_a_quiet_load_that_brings_nothing_is_a_debug_line():
+    with capture_logs() as logs:
+        LoadProgress("group_metadata", "__consumer_offsets", 1, quiet=True).finished(groups=0, offsets=0)
+        LoadProgress("group_metadata", "__consumer_offsets", 1, quiet=True).finished(groups=1, offsets=0)
+    assert [e["log_level"] for e in logs] == ["debug", "debug", "debug", "info"]

@@ -20,12 +20,15 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
 from protocol import records as rb
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from .services import InternalTopics
 
 log = structlog.get_logger("coordinator.runtime")
 
@@ -245,6 +248,21 @@ async def load_with_retry(read: Callable[[], T], *, topic: str, partition: int) 
                           attempt=attempt, attempts=LOAD_ATTEMPTS)
             await asyncio.sleep(0.1 * attempt)
     return None
+
+
+def ensure_internal_topic(services: InternalTopics, name: str, partitions: int, configs: dict[str, str],
+                          replication_factor: int, adopt: Callable[[int, int], None]) -> int:
+    """The partition count of a coordinator's internal topic, creating it on first use as
+    Kafka does on FindCoordinator (KafkaError while a cluster cannot create it). Its fresh
+    partitions led here hold nothing to load: ``adopt(partition, leader epoch)`` makes each the
+    coordinator's at once."""
+    n = services.partition_count(name)
+    if n is None:
+        n = services.create_internal_topic(name, partitions, configs, replication_factor)
+        for partition, epoch in services.led_partitions(name).items():
+            adopt(partition, epoch)
+        log.info("internal_topic_created", topic=name, partitions=n, replication_factor=replication_factor)
+    return n
 
 
 class LoadProgress:

@@ -37,6 +37,7 @@ from ..runtime import (
     LoadProgress,
     LoopTimer,
     PartitionOwnership,
+    ensure_internal_topic,
     error_name,
     load_with_retry,
 )
@@ -133,17 +134,10 @@ class GroupCoordinator:
         return self.s.partition_count(OFFSETS_TOPIC)
 
     def _ensure_offsets_topic(self) -> int:
-        n = self.num_partitions()
-        if n is None:
-            n = self.s.create_internal_topic(
-                OFFSETS_TOPIC, self.s.config("offsets.topic.num.partitions"),
-                {"cleanup.policy": "compact", "segment.bytes": str(self.s.config("offsets.topic.segment.bytes"))},
-                self.s.config("offsets.topic.replication.factor"))
-            # Created here (one node): fresh partitions hold nothing to load, they are ours at once.
-            for p, epoch in self.s.led_partitions(OFFSETS_TOPIC).items():
-                self.ownership.own(p, epoch)
-            log.info("offsets_topic_created", topic=OFFSETS_TOPIC, partitions=n)
-        return n
+        return ensure_internal_topic(
+            self.s, OFFSETS_TOPIC, self.s.config("offsets.topic.num.partitions"),
+            {"cleanup.policy": "compact", "segment.bytes": str(self.s.config("offsets.topic.segment.bytes"))},
+            self.s.config("offsets.topic.replication.factor"), self.ownership.own)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self._ensure_offsets_topic())

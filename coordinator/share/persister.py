@@ -40,7 +40,7 @@ from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
 
 from ..group.metadata import java_string_hash
-from ..runtime import BackgroundTasks, PartitionOwnership, replay_latest
+from ..runtime import BackgroundTasks, PartitionOwnership, ensure_internal_topic, replay_latest
 from ..services import ConfigReader, InternalTopics, PartitionLog
 from .partition import PersistedState, RecordState, StateBatch
 
@@ -99,17 +99,14 @@ class ShareCoordinator:
         self.tasks = BackgroundTasks("share-coordinator")
 
     def num_partitions(self) -> int:
-        n = self.s.partition_count(STATE_TOPIC)
-        if n is None:
-            n = self.s.create_internal_topic(
-                STATE_TOPIC, self.s.config("share.coordinator.state.topic.num.partitions"),
-                {"cleanup.policy": "compact", "min.insync.replicas":
-                    str(self.s.config("share.coordinator.state.topic.min.isr"))},
-                self.s.config("share.coordinator.state.topic.replication.factor"))
-            for p, epoch in self.s.led_partitions(STATE_TOPIC).items():
-                self.ownership.own(p, epoch)
-                self.states.setdefault(p, {})
-        return n
+        return ensure_internal_topic(
+            self.s, STATE_TOPIC, self.s.config("share.coordinator.state.topic.num.partitions"),
+            {"cleanup.policy": "compact", "min.insync.replicas": str(self.s.config("share.coordinator.state.topic.min.isr"))},
+            self.s.config("share.coordinator.state.topic.replication.factor"), self._adopt_new)
+
+    def _adopt_new(self, partition: int, epoch: int) -> None:
+        self.ownership.own(partition, epoch)
+        self.states.setdefault(partition, {})
 
     def partition_for(self, key: StateKey) -> int:
         return state_partition(key, self.num_partitions())

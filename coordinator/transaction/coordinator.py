@@ -36,7 +36,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import BackgroundTasks, LoadProgress, error_name
+from ..runtime import BackgroundTasks, LoadProgress, ensure_internal_topic, error_name
 from .markers import TransactionMarkerChannel
 from .services import TxnServices
 from .state import (
@@ -170,15 +170,11 @@ class TransactionCoordinator:
                                f"{replication_factor} registered brokers; lower it or start more brokers")
             return ErrorCode.coordinator_not_available
         try:
-            self.s.create_internal_topic(TXN_TOPIC, n, self.state.topic_configs(), replication_factor)
+            ensure_internal_topic(self.s, TXN_TOPIC, n, self.state.topic_configs(), replication_factor,
+                                  self.state.install_empty)
         except Exception as exc:
             log.warning("txn_topic_create_failed", topic=TXN_TOPIC, error=str(exc))
             return ErrorCode.coordinator_not_available
-        log.info("txn_topic_created", topic=TXN_TOPIC, partitions=n)
-        for p in range(n):  # fresh partitions hold nothing to load: ours at once
-            leader = self.s.leader(TXN_TOPIC, p)
-            if leader is not None and leader[0] == self.s.node_id:
-                self.state.install_empty(p, leader[1])
         return 0
 
     def coordinator_node(self, transactional_id: str) -> tuple[int, int]:

@@ -87,6 +87,9 @@ class FakeBroker:
     def registered_broker_count(self) -> int:
         return 1
 
+    def led_partitions(self, topic):
+        return {p: epoch for p, (leader, epoch) in enumerate(self.topics.get(topic, [])) if leader == NODE}
+
     def create_internal_topic(self, name, partitions, configs, replication_factor) -> int:
         self.topics.setdefault(name, [[NODE, 0] for _ in range(partitions)])
         self.topic_configs = configs

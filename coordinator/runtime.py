@@ -1,6 +1,7 @@
-"""What the group and transaction coordinators share: partition ownership by leader epoch,
-loading with retry and its progress, timers on an injectable clock, background tasks and periodic jobs, and the
-mapping of a failed internal-topic append to a coordinator error.
+"""What the group, transaction and share coordinators share: their internal topic's creation
+on first use, partition ownership by leader epoch, loading with retry and its progress, timers
+on an injectable clock, background tasks and periodic jobs, and the mapping of a failed
+internal-topic append to a coordinator error.
 
 A coordinator owns the partitions of its internal topic (``__consumer_offsets``,
 ``__transaction_state``) that this broker leads. Leadership arrives with a leader epoch, which

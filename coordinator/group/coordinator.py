@@ -179,10 +179,6 @@ class GroupCoordinator:
         n = self.num_partitions()
         return None if n is None else partition_for(group_id, n)
 
-    async def append_records(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> tuple[int, int]:
-        """For the other group types: :meth:`append` of plain records."""
-        return await self.append(group_id, records)
-
     # --- loading --------------------------------------------------------------------------------
 
     async def _load_partitions(self, partitions: list[tuple[int, int]]) -> None:

@@ -91,7 +91,7 @@ class GroupHost(Protocol):
     def partition_of(self, group_id: str) -> int | None:
         """The group's ``__consumer_offsets`` partition, None if the topic does not exist."""
 
-    async def append_records(self, group_id: str, records: list[rec.Record]) -> tuple[int, int]:
+    async def append(self, group_id: str, records: list[rec.Record]) -> tuple[int, int]:
         """Append to the group's partition with acks=all: (0, base offset) or (error, -1)."""
 
     @property
@@ -405,7 +405,7 @@ class ShareGroupCoordinator:
     async def _commit(self, group: ShareGroup, write: _Write) -> None:
         """Append the records, then replay them into the group; ShareGroupError on failure."""
         if write.items:
-            error, _ = await self.host.append_records(group.group_id, [r for _, _, r in write.items])
+            error, _ = await self.host.append(group.group_id, [r for _, _, r in write.items])
             if error:
                 log.warning("share_group_append_failed", group=group.group_id, error=error_name(error))
                 if group.group_epoch == 0 and self.groups.get(group.group_id) is group:
@@ -531,7 +531,7 @@ class ShareGroupCoordinator:
             if group.state_partitions is not None:
                 records.append(rec.state_partition_metadata_record(group_id, None))
             records.append(rec.group_metadata_record(group_id, None))
-            error, _ = await self.host.append_records(group_id, records)
+            error, _ = await self.host.append(group_id, records)
             if error:
                 log.warning("share_group_delete_append_failed", group=group_id, error=error_name(error))
                 return append_error(error)

@@ -93,7 +93,7 @@ class FakeHost:
     def partition_of(self, group_id):
         return 0
 
-    async def append_records(self, group_id, records):
+    async def append(self, group_id, records):
         if self.fail_with:
             return self.fail_with, -1
         self.log.extend(records)

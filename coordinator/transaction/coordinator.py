@@ -106,15 +106,10 @@ class TransactionCoordinator:
     async def start(self) -> None:
         """Load every ``__transaction_state`` partition led here, start the timers."""
         self.active = True
-        n = self.s.partition_count(TXN_TOPIC)
-        if n:
-            led = []
-            for p in range(n):
-                leader = self.s.leader(TXN_TOPIC, p)
-                if leader is not None and leader[0] == self.s.node_id:
-                    led.append((p, leader[1]))
+        led = self.s.led_partitions(TXN_TOPIC)
+        if led:
             progress = LoadProgress("txn_coordinator", TXN_TOPIC, len(led))
-            for p, epoch in led:
+            for p, epoch in sorted(led.items()):
                 self.on_election(p, epoch)
             self.tasks.spawn(self._log_load_progress(progress))
         self.tasks.every(self.s.config("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
@@ -130,9 +125,9 @@ class TransactionCoordinator:
 
     def on_election(self, partition: int, coordinator_epoch: int) -> None:
         """This broker now leads ``__transaction_state`` ``partition`` (Kafka's onElection)."""
-        log.debug("txn_coordinator_elected", partition=partition, coordinator_epoch=coordinator_epoch)
-        self.markers.remove_markers_for_partition(partition)
-        self.state.start_loading(partition, coordinator_epoch)
+        if self.state.start_loading(partition, coordinator_epoch):
+            log.debug("txn_coordinator_elected", partition=partition, coordinator_epoch=coordinator_epoch)
+            self.markers.remove_markers_for_partition(partition)
 
     def on_resignation(self, partition: int, coordinator_epoch: int | None = None) -> None:
         """Leadership of ``partition`` moved away (Kafka's onResignation)."""
@@ -142,11 +137,11 @@ class TransactionCoordinator:
 
     async def _log_load_progress(self, progress: LoadProgress) -> None:
         """The partitions load in the state manager's tasks: poll how many are left."""
-        while self.state.loading:
+        while self.state.is_loading:
             await asyncio.sleep(min(progress.interval_s, 0.05 * (1 + time.monotonic() - progress.started)))
-            if self.state.loading:
-                progress.report(progress.partitions - len(self.state.loading))
-        progress.finished(transactional_ids=sum(len(e.txns) for e in self.state.cache.values()),
+            if self.state.is_loading:
+                progress.report(progress.partitions - self.state.loading_count)
+        progress.finished(transactional_ids=self.state.transaction_count(),
                           completing=len(self.markers.pending))
 
     # --- FindCoordinator ----------------------------------------------------------------------------
@@ -203,8 +198,7 @@ class TransactionCoordinator:
 
     def is_coordinator_for(self, transactional_id: str) -> bool:
         """Whether this broker holds the id's partition (loaded or loading)."""
-        p = self.state.partition_for(transactional_id)
-        return p in self.state.cache or p in self.state.loading
+        return self.state.holds(self.state.partition_for(transactional_id))
 
     # --- InitProducerId ---------------------------------------------------------------------------
 

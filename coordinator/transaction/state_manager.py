@@ -1,8 +1,9 @@
 """The transaction metadata of the ``__transaction_state`` partitions this broker leads
 (Kafka's ``TransactionStateManager``).
 
-Owns: which partitions are loading or owned, and at which coordinator epoch (the partition's
-leader epoch); the cache of :class:`TransactionMetadata` per partition; loading a partition
+Owns: the cache of :class:`TransactionMetadata` per partition, and through the runtime's
+:class:`PartitionOwnership` which partitions are loading or owned at which coordinator epoch
+(the partition's leader epoch); loading a partition
 from its log in a worker thread (``COORDINATOR_LOAD_IN_PROGRESS`` meanwhile, progress
 logged); ``append_transaction_to_log``, the only way a transition reaches memory; the
 timed-out and expired transactional ids; unloading on resignation.
@@ -14,17 +15,23 @@ removed between two awaits); the last producer id/epoch are not persisted (value
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 
 from protocol import records as rb
 from protocol.errors import ErrorCode
 
-from ..runtime import append_error, cancel_and_wait, error_name, load_with_retry, replay_latest
+from ..runtime import (
+    BackgroundTasks,
+    PartitionOwnership,
+    append_error,
+    error_name,
+    load_with_retry,
+    replay_latest,
+)
 from . import log as txn_log
 from .services import TxnServices
 from .state import IllegalTransition, TransactionMetadata, TxnState, TxnTransitMetadata
@@ -33,12 +40,6 @@ log = structlog.get_logger("coordinator.transaction")
 
 TXN_TOPIC = "__transaction_state"
 DEFAULT_REQUEST_TIMEOUT_MS = 30000
-
-
-@dataclass(slots=True)
-class TxnPartitionCache:
-    coordinator_epoch: int
-    txns: dict[str, TransactionMetadata] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -54,9 +55,11 @@ PendingCompletion = Callable[[int, TransactionMetadata, TxnTransitMetadata], Non
 class TransactionStateManager:
     def __init__(self, services: TxnServices) -> None:
         self.s = services
-        self.cache: dict[int, TxnPartitionCache] = {}
-        self.loading: dict[int, int] = {}  # partition -> coordinator epoch being loaded
-        self.load_tasks: dict[int, asyncio.Task] = {}
+        # Freshness after a stall is the coordinator's check on admission (``_request_state``),
+        # not this one's: a transition whose append completed is applied either way.
+        self.ownership = PartitionOwnership()
+        self.txns: dict[int, dict[str, TransactionMetadata]] = {}  # owned partition -> id -> metadata
+        self.loads = BackgroundTasks("txn_state_manager")
         # Set by the coordinator: hands loaded Prepare* transactions to the marker channel.
         self.on_pending_completion: PendingCompletion | None = None
 
@@ -80,84 +83,101 @@ class TransactionStateManager:
 
     @property
     def is_loading(self) -> bool:
-        return bool(self.loading)
+        return self.ownership.is_loading
+
+    @property
+    def loading_count(self) -> int:
+        return len(self.ownership.loading)
 
     def owned_partitions(self) -> list[int]:
-        return sorted(self.cache)
+        return sorted(self.ownership.owned)
+
+    def holds(self, partition: int) -> bool:
+        """Whether ``partition`` is owned or loading here."""
+        return partition in self.ownership.owned or partition in self.ownership.loading
 
     def get_transaction_state(self, transactional_id: str) -> tuple[int, CoordinatorEpochAndMetadata | None]:
         """(error, metadata or None): LOAD_IN_PROGRESS while loading, NOT_COORDINATOR if not owned."""
         p = self.partition_for(transactional_id)
-        if p in self.loading:
-            return ErrorCode.coordinator_load_in_progress, None
-        entry = self.cache.get(p)
-        if entry is None:
-            return ErrorCode.not_coordinator, None
-        meta = entry.txns.get(transactional_id)
-        return 0, None if meta is None else CoordinatorEpochAndMetadata(entry.coordinator_epoch, meta)
+        error = self.ownership.status(p)
+        if error:
+            return error, None
+        meta = self.txns[p].get(transactional_id)
+        return 0, None if meta is None else CoordinatorEpochAndMetadata(self.ownership.owned[p], meta)
 
     def put_transaction_state_if_not_exists(self, meta: TransactionMetadata) -> tuple[int, CoordinatorEpochAndMetadata | None]:
         p = self.partition_for(meta.transactional_id)
-        if p in self.loading:
-            return ErrorCode.coordinator_load_in_progress, None
-        entry = self.cache.get(p)
-        if entry is None:
-            return ErrorCode.not_coordinator, None
-        existing = entry.txns.setdefault(meta.transactional_id, meta)
-        return 0, CoordinatorEpochAndMetadata(entry.coordinator_epoch, existing)
+        error = self.ownership.status(p)
+        if error:
+            return error, None
+        existing = self.txns[p].setdefault(meta.transactional_id, meta)
+        return 0, CoordinatorEpochAndMetadata(self.ownership.owned[p], existing)
+
+    def _owned(self) -> Iterator[tuple[int, int, dict[str, TransactionMetadata]]]:
+        """(partition, coordinator epoch, its transactions) of every owned partition."""
+        for p, txns in list(self.txns.items()):
+            epoch = self.ownership.epoch(p)
+            if epoch is not None:
+                yield p, epoch, txns
 
     def all_transactions(self) -> Iterator[tuple[int, TransactionMetadata]]:
-        for entry in list(self.cache.values()):
-            for meta in list(entry.txns.values()):
-                yield entry.coordinator_epoch, meta
+        for _, epoch, txns in self._owned():
+            for meta in list(txns.values()):
+                yield epoch, meta
+
+    def transaction_count(self) -> int:
+        return sum(len(txns) for txns in self.txns.values())
 
     # --- election and resignation ------------------------------------------------------------------
 
     def install_empty(self, partition: int, coordinator_epoch: int) -> None:
         """A partition just created here: nothing to load."""
-        self.loading.pop(partition, None)
-        self.cache[partition] = TxnPartitionCache(coordinator_epoch)
+        self.ownership.own(partition, coordinator_epoch)
+        self.txns[partition] = {}
 
-    def start_loading(self, partition: int, coordinator_epoch: int) -> None:
-        """Kafka's ``loadTransactionsForTxnTopicPartition``: load in the background."""
-        self.remove_transactions_for_partition(partition)
-        self.loading[partition] = coordinator_epoch
-        task = asyncio.get_running_loop().create_task(self._load(partition, coordinator_epoch))
-        self.load_tasks[partition] = task
-        task.add_done_callback(lambda t, p=partition: self.load_tasks.get(p) is t and self.load_tasks.pop(p))
+    def start_loading(self, partition: int, coordinator_epoch: int) -> bool:
+        """Kafka's ``loadTransactionsForTxnTopicPartition``: load in the background. False
+        (nothing done) when the partition is already loading or owned at this epoch."""
+        if not self.ownership.begin_load(partition, coordinator_epoch):
+            return False
+        self._unload(partition)
+        self.loads.spawn(self._load(partition, coordinator_epoch))
+        return True
 
     def remove_transactions_for_partition(self, partition: int, coordinator_epoch: int | None = None) -> None:
-        """Kafka's ``removeTransactionsForTxnTopicPartition`` (resignation)."""
-        if coordinator_epoch is None or self.loading.get(partition) == coordinator_epoch:
-            self.loading.pop(partition, None)
-        entry = self.cache.get(partition)
-        if entry is not None and (coordinator_epoch is None or entry.coordinator_epoch <= coordinator_epoch):
-            del self.cache[partition]
-            log.info("txn_partition_unloaded", topic=TXN_TOPIC, partition=partition,
-                     transactional_ids=len(entry.txns))
+        """Kafka's ``removeTransactionsForTxnTopicPartition`` (resignation at ``coordinator_epoch``,
+        or unconditionally); a resignation older than the current election changes nothing."""
+        if self.ownership.resign(partition, coordinator_epoch) and not self.holds(partition):
+            self._unload(partition)
+
+    def _unload(self, partition: int) -> None:
+        txns = self.txns.pop(partition, None)
+        if txns is not None:
+            log.info("txn_partition_unloaded", topic=TXN_TOPIC, partition=partition, transactional_ids=len(txns))
 
     async def _load(self, partition: int, coordinator_epoch: int) -> None:
         started = time.monotonic()
         result = await load_with_retry(lambda: self._read_partition(partition), topic=TXN_TOPIC, partition=partition)
-        loaded, records = result if result is not None else (None, 0)
-        if self.loading.get(partition) != coordinator_epoch:
-            return  # resigned (or re-elected) meanwhile
-        if loaded is None:
-            self.loading.pop(partition, None)
+        # Applied only if still loading at the epoch it started under (not resigned or re-elected).
+        if self.ownership.loading.get(partition) != coordinator_epoch:
             return
-        entry = TxnPartitionCache(coordinator_epoch)
+        if result is None:
+            self.ownership.finish_load(partition, coordinator_epoch, False)
+            return
+        loaded, records = result
+        txns: dict[str, TransactionMetadata] = {}
         pending: list[tuple[TransactionMetadata, TxnTransitMetadata]] = []
         now = self.s.now_ms()
         for txn_id, transit in loaded.items():
-            meta = entry.txns[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
+            meta = txns[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
             if meta.state.is_prepare:
                 pending.append((meta, meta.prepare_complete(now)))
-        self.cache[partition] = entry
-        # Out of loading before the markers go, so that their Complete* append is not refused.
-        self.loading.pop(partition, None)
+        self.txns[partition] = txns
+        # Owned before the markers go, so that their Complete* append is not refused.
+        self.ownership.finish_load(partition, coordinator_epoch, True)
         if records or pending:
             log.info("txn_partition_loaded", topic=TXN_TOPIC, partition=partition,
-                     coordinator_epoch=coordinator_epoch, records=records, transactional_ids=len(entry.txns),
+                     coordinator_epoch=coordinator_epoch, records=records, transactional_ids=len(txns),
                      to_complete=len(pending), seconds=round(time.monotonic() - started, 3))
         for meta, transit in pending:
             log.info("txn_completing_after_load", transactional_id=meta.transactional_id,
@@ -171,9 +191,9 @@ class TransactionStateManager:
         return replay_latest(self.s.read_batches(TXN_TOPIC, partition), txn_log.decode_key, txn_log.decode_value)
 
     async def stop(self) -> None:
-        await cancel_and_wait(self.load_tasks.values())
-        self.loading.clear()
-        self.cache.clear()
+        await self.loads.stop()
+        self.ownership.clear()
+        self.txns.clear()
 
     # --- appending ------------------------------------------------------------------------------
 
@@ -222,10 +242,8 @@ class TransactionStateManager:
     def timed_out_transactions(self, now: int) -> list[tuple[str, int, int]]:
         """(transactional id, producer id, epoch) of every Ongoing transaction past its timeout."""
         out = []
-        for p, entry in list(self.cache.items()):
-            if p in self.loading:
-                continue
-            for meta in entry.txns.values():
+        for _, _, txns in self._owned():
+            for meta in txns.values():
                 if (meta.state is TxnState.ONGOING and meta.pending_state is None
                         and not meta.is_distributed_two_phase_commit
                         and meta.txn_start_timestamp + meta.txn_timeout_ms < now):
@@ -238,11 +256,9 @@ class TransactionStateManager:
         now = self.s.now_ms()
         limit = self.s.config("transactional.id.expiration.ms")
         removed: list[str] = []
-        for p, entry in list(self.cache.items()):
-            if p in self.loading:
-                continue
+        for p, epoch, txns in self._owned():
             expired = []
-            for meta in entry.txns.values():
+            for meta in txns.values():
                 if (meta.pending_state is None and meta.state.is_expiration_allowed
                         and meta.txn_last_update_timestamp <= now - limit):
                     expired.append((meta, meta.prepare_dead()))
@@ -252,12 +268,11 @@ class TransactionStateManager:
                                    timestamp=now)
             timeout = self.s.config("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS
             code = await self.s.append(TXN_TOPIC, p, bytes(batch), timeout)
-            current = self.cache.get(p)
+            current = self.txns.get(p) if self.ownership.is_current(p, epoch) else None
             for meta, transit in expired:
-                if (code == 0 and current is not None and current.coordinator_epoch == entry.coordinator_epoch
-                        and current.txns.get(meta.transactional_id) is meta
+                if (code == 0 and current is not None and current.get(meta.transactional_id) is meta
                         and meta.pending_state is TxnState.DEAD and meta.producer_epoch == transit.producer_epoch):
-                    del current.txns[meta.transactional_id]
+                    del current[meta.transactional_id]
                     removed.append(meta.transactional_id)
                 else:
                     log.warning("txn_id_expiry_failed", transactional_id=meta.transactional_id,

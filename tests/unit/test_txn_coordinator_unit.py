@@ -241,7 +241,7 @@ async def test_not_coordinator_and_load_in_progress():
         assert c.list_transactions([], [])[0] == E.coordinator_load_in_progress
         broker.load_gate.set()
         for _ in range(100):
-            if not c.state.loading:
+            if not c.state.is_loading:
                 break
             await asyncio.sleep(0.01)
         assert (await c.init_producer_id(TXN, 60000))[0] == 0
@@ -249,6 +249,38 @@ async def test_not_coordinator_and_load_in_progress():
         assert (await c.init_producer_id(TXN, 60000))[0] == E.not_coordinator
     finally:
         await c.stop()
+
+
+async def wait_loaded(c: TransactionCoordinator) -> None:
+    for _ in range(200):
+        if not c.state.is_loading:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("still loading")
+
+
+async def test_elections_and_resignations_are_ordered_by_coordinator_epoch(env):
+    """A repeated election at the owned epoch changes nothing; a resignation older than the
+    current election is ignored; a load overtaken by a newer election is discarded."""
+    broker, c = env
+    pid, epoch = await begin(c)
+    p = txn_log.partition_for(TXN, 4)
+    c.on_election(p, 0)  # the epoch it already owns: no reload
+    assert not c.state.is_loading
+    assert c.state.get_transaction_state(TXN)[1].meta.state is S.ONGOING
+
+    broker.load_gate = threading.Event()
+    c.on_election(p, 2)
+    c.on_resignation(p, 1)  # from before the election at 2
+    assert (await c.init_producer_id(TXN, 60000))[0] == E.coordinator_load_in_progress
+    c.on_election(p, 3)  # overtakes the load at 2
+    broker.load_gate.set()
+    await wait_loaded(c)
+    error, found = c.state.get_transaction_state(TXN)
+    assert error == 0 and found.coordinator_epoch == 3 and found.meta.producer_id == pid
+    c.on_resignation(p, 3)
+    assert c.state.get_transaction_state(TXN) == (E.not_coordinator, None)
+    assert not c.is_coordinator_for(TXN)
 
 
 async def test_a_coordinator_whose_metadata_is_suspect_after_a_stall_admits_no_request(env):
@@ -530,7 +562,7 @@ async def test_load_replays_the_last_record_and_tombstones():
     await c2.start()
     try:
         for _ in range(100):
-            if not c2.state.loading:
+            if not c2.state.is_loading:
                 break
             await asyncio.sleep(0.01)
         assert c2.describe("keep")["transaction_state"] == "Ongoing"

@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import socket
 import ssl
 import statistics
@@ -78,6 +79,7 @@ class Ours:
 
     def stop(self) -> None:
         self.b.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)  # GBs of produced records
 
 
 class Kafka:
@@ -248,11 +250,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.mb, args.runs, args.connect_seconds = 16.0, 1, 3.0
-    ca = DevCA(Path(tempfile.mkdtemp(prefix="tls-bench-ca-")))
+    ca_dir = Path(tempfile.mkdtemp(prefix="tls-bench-ca-"))
+    ca = DevCA(ca_dir)
     store = ca.issue("broker", cn="broker", hosts=("127.0.0.1", "localhost"))
     targets = {"ours": lambda: Ours(ca, store), "kafka": lambda: Kafka(ca, store, args.kafka_heap)}
     names = ["ours", "kafka"] if args.target == "both" else [args.target]
-    results = {name: bench(targets[name](), ca, args) for name in names}
+    try:
+        results = {name: bench(targets[name](), ca, args) for name in names}
+    finally:
+        shutil.rmtree(ca_dir, ignore_errors=True)
     print(render(results))
     out = Path(args.json) if args.json else REPO / "bench" / "results" / f"tls_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ from coordinator.controller.controller import assign_replicas
 from coordinator.controller.metadata import NO_LEADER, MetadataCache, TopicState
 from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
-from storage.log import AppendInfo, Log
+from storage.log import AppendInfo, Log, LogConfig
 from storage.log_manager import LogManager
 
 from . import topic_config
@@ -127,19 +127,21 @@ class ReplicaManager:
                         reason="not assigned to this broker by the current metadata")
             self.log_manager.delete_log(*orphan)
 
-    def _open_partition(self, topic: TopicState, index: int) -> Partition:
+    def _open_partition(self, topic: TopicState, index: int, cfg: LogConfig | None = None) -> Partition:
         part = self.partitions.get((topic.name, index))
         if part is not None:
             return part
-        internal = topic.name if topic.name in INTERNAL_TOPICS else None
-        cfg = topic_config.log_config(topic.configs, self.config, internal)
-        plog = self.log_manager.open_log(topic.name, index, cfg)
+        plog = self.log_manager.open_log(topic.name, index, cfg or self._log_config(topic))
         part = Partition(topic.name, index, topic.uuid, plog, self.node_id)
         self.partitions[(topic.name, index)] = part
         return part
 
+    def _log_config(self, topic: TopicState) -> LogConfig:
+        return topic_config.log_config(topic.configs, self.config, topic.name if topic.name in INTERNAL_TOPICS else None)
+
     def apply_delta(self, changed: set[tuple[str, int]], deleted_topics: set[str]) -> None:
         """Make this broker leader, follower or neither of each changed partition."""
+        configs: dict[str, LogConfig] = {}  # per topic, for the partitions this delta opens
         for key in sorted(changed):
             topic_name, index = key
             state = self.metadata.partition(topic_name, index)
@@ -149,7 +151,10 @@ class ReplicaManager:
                     self._remove_partition(part, delete=True)
                 continue
             if part is None:
-                part = self._open_partition(self.metadata.topics[topic_name], index)
+                topic = self.metadata.topics[topic_name]
+                if topic_name not in configs:
+                    configs[topic_name] = self._log_config(topic)
+                part = self._open_partition(topic, index, configs[topic_name])
             if state.leader == self.node_id:
                 if self.fetchers is not None:
                     self.fetchers.remove_partition(part)

@@ -126,6 +126,17 @@ class Log:
     # --- opening ------------------------------------------------------------------------------
 
     @classmethod
+    def create(cls, directory: str, topic: str, partition: int, config: LogConfig) -> Log:
+        """A log that did not exist: its directory and first segment, nothing to recover (the
+        steps of :meth:`open` that would find nothing are skipped, which matters to a broker
+        handed thousands of new partitions at once). Raises FileExistsError if it does exist."""
+        os.mkdir(directory)
+        self = cls(directory, topic, partition, config)
+        self.segments = [Segment(directory, 0, config.index_interval_bytes)]
+        self.base_offsets = [0]
+        return self
+
+    @classmethod
     def open(cls, directory: str, topic: str, partition: int, config: LogConfig,
              recovery_point: int = 0, log_start_offset: int = 0,
              high_watermark: int | None = None) -> tuple[Log, RecoveryReport]:

@@ -87,11 +87,18 @@ class LogManager:
         key = (topic, partition)
         if key in self.logs:
             return self.logs[key]
+        directory = self.partition_dir(topic, partition)
+        if not os.path.exists(directory):
+            try:
+                self.logs[key] = Log.create(directory, topic, partition, config)
+                return self.logs[key]
+            except FileExistsError:  # made meanwhile: open it as any other
+                pass
         started = time.monotonic()
         recovery_point = self._recovery_points.get(key, 0)
         if not self.had_clean_shutdown:
             recovery_point = min(recovery_point, self._recovery_points.get(key, 0))
-        plog, report = Log.open(self.partition_dir(topic, partition), topic, partition, config,
+        plog, report = Log.open(directory, topic, partition, config,
                                 recovery_point=recovery_point,
                                 log_start_offset=self._log_starts.get(key, 0),
                                 high_watermark=self._high_watermarks.get(key, 0) if self.replicated else None)

@@ -232,3 +232,23 @@ def test_a_segment_holds_one_descriptor_and_its_indexes_reach_the_files_on_flush
     assert reopened.offset_for_timestamp(2017, 30) == (17, 2017)
     assert reopened.offset_of_max_timestamp(30) == (29, 2029)
     reopened.close()
+
+
+def test_a_new_log_is_created_without_recovery_and_reopens_as_any_other(tmp_path):
+    """LogManager.open_log creates a log whose directory does not exist (its first segment and
+    index files, nothing scanned); once written and closed it opens through recovery as before."""
+    from storage.log_manager import LogManager
+
+    lm = LogManager(str(tmp_path), replicated=True)
+    log = lm.open_log("t", 0, LogConfig())
+    assert sorted(os.listdir(log.dir)) == [f"{0:020d}{s}" for s in (".index", ".log", ".timeindex")]
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 0, 0)
+    assert lm.open_log("t", 0, LogConfig()) is log
+    log.leader_epochs.assign(2, 0)  # as Partition.make_leader does
+    log.append_as_leader(batch(0, pid=7, epoch=0, seq=0), leader_epoch=2)
+    log.close()
+    with pytest.raises(FileExistsError):
+        Log.create(log.dir, "t", 0, LogConfig())
+    again, _ = Log.open(log.dir, "t", 0, LogConfig())
+    assert again.log_end_offset == 1 and again.leader_epochs.latest_epoch == 2
+    assert again.producer_state.producers[7].last_seq == 0

@@ -79,6 +79,11 @@ class BackgroundTasks:
                 log.exception("coordinator_periodic_job_failed", owner=self.owner,
                               job=getattr(job, "__name__", repr(job)))
 
+    async def join(self) -> None:
+        """Wait until every task started so far, and any those start, has ended."""
+        while self.tasks:
+            await asyncio.wait(set(self.tasks))
+
     def __len__(self) -> int:
         return len(self.tasks)
 
@@ -119,6 +124,16 @@ class LoopTimer:
 
     def schedule(self, delay_ms: float, callback: Callable[..., Any], *args: Any) -> TimerHandle:
         return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback, *args)
+
+
+async def sleep_on(timer: CoordinatorTimer, delay_ms: float) -> None:
+    """``asyncio.sleep`` on a coordinator timer (a unit test's fake clock moves it)."""
+    woken = asyncio.get_running_loop().create_future()
+    handle = timer.schedule(delay_ms, lambda: woken.done() or woken.set_result(None))
+    try:
+        await woken
+    finally:
+        handle.cancel()
 
 
 class _ManualHandle:

@@ -74,7 +74,8 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.ownership = PartitionOwnership(services.metadata_is_current)
         self.active = False
-        self.tasks = BackgroundTasks("group-coordinator")  # loads, writes no request awaits, cleanup
+        self.tasks = BackgroundTasks("group-coordinator")  # writes no request awaits, cleanup
+        self.loads = BackgroundTasks("group-coordinator-loads")  # partition loads (``loads.join()``)
         # The other group types sharing these partitions (share groups); see :mod:`.extension`.
         self.other_group_types: list[GroupTypeOwner] = []
         self.classic = ClassicGroupManager(self)
@@ -89,12 +90,13 @@ class GroupCoordinator:
         led = self.s.led_partitions(OFFSETS_TOPIC)
         elected = [(p, epoch) for p, epoch in sorted(led.items()) if self.ownership.begin_load(p, epoch)]
         if elected:
-            self.tasks.spawn(self._load_partitions(elected))
+            self.loads.spawn(self._load_partitions(elected))
         self.tasks.every(self.s.config("offsets.retention.check.interval.ms"), self.cleanup_expired_offsets,
                           minimum_ms=100)
 
     async def stop(self) -> None:
         self.active = False
+        await self.loads.stop()
         await self.tasks.stop()
         for group in list(self.groups.values()):
             self.classic.shutdown_group(group, ErrorCode.not_coordinator)
@@ -108,7 +110,7 @@ class GroupCoordinator:
         (Kafka's ``onElection``)."""
         if self.ownership.begin_load(partition, epoch):
             self._unload_groups(partition)  # anything left from an older epoch
-            self.tasks.spawn(self._load_partitions([(partition, epoch)]))
+            self.loads.spawn(self._load_partitions([(partition, epoch)]))
 
     def on_resign(self, partition: int, epoch: int | None = None) -> None:
         """Leadership of ``partition`` moved away: drop its groups (Kafka's ``onResignation``)."""

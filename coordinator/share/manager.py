@@ -37,7 +37,7 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 
 from ..group.group_config import config_value
-from ..runtime import BackgroundTasks
+from ..runtime import BackgroundTasks, CoordinatorTimer, LoopTimer, sleep_on
 from ..services import Clock, ConfigReader
 from .partition import (
     AckBatch,
@@ -60,7 +60,7 @@ FINAL_EPOCH = -1
 RETRIABLE_LOAD_ERRORS = frozenset({ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
                                    ErrorCode.not_coordinator})
 LOAD_BACKOFF_S = (0.1, 2.0)
-LOAD_RETRY_TIMEOUT_S = 30.0
+LOAD_RETRY_TIMEOUT_S = 30.0  # of back-off in all, then the error is answered
 
 SharePartitionKey = tuple[str, UUID, int]  # (group id, topic id, partition)
 
@@ -115,9 +115,11 @@ class _Entry:
 
 
 class SharePartitionManager:
-    def __init__(self, services: ShareServices, persister: StatePersister) -> None:
+    def __init__(self, services: ShareServices, persister: StatePersister,
+                 timer: CoordinatorTimer | None = None) -> None:
         self.s = services
         self.persister = persister
+        self.timer: CoordinatorTimer = timer or LoopTimer()  # load back-offs: a test's fake clock
         self.entries: dict[SharePartitionKey, _Entry] = {}
         self.loading: dict[SharePartitionKey, asyncio.Future] = {}
         self.load_errors: dict[SharePartitionKey, KafkaError] = {}
@@ -307,17 +309,18 @@ class SharePartitionManager:
 
     async def _load_with_retries(self, key: SharePartitionKey, topic: str, plog: ShareLog,
                                  leader_epoch: int) -> None:
-        backoff, give_up = LOAD_BACKOFF_S[0], time.monotonic() + LOAD_RETRY_TIMEOUT_S
+        backoff, waited = LOAD_BACKOFF_S[0], 0.0
         while True:
             try:
                 await self.share_partition(key[0], topic, key[1], key[2], plog, leader_epoch)
                 return
             except KafkaError as exc:
-                if exc.code not in RETRIABLE_LOAD_ERRORS or time.monotonic() + backoff > give_up:
+                if exc.code not in RETRIABLE_LOAD_ERRORS or waited + backoff > LOAD_RETRY_TIMEOUT_S:
                     raise
                 log.info("share_partition_load_retry", group=key[0], topic=topic, partition=key[2],
                          error=ErrorCode(exc.code).name, backoff_s=backoff)
-            await asyncio.sleep(backoff)
+            await sleep_on(self.timer, backoff * 1000)
+            waited += backoff
             backoff = min(backoff * 2, LOAD_BACKOFF_S[1])
 
     def add_load_listener(self, key: SharePartitionKey, listener: Callable[[], None]) -> None:

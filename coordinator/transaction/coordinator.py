@@ -36,7 +36,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import BackgroundTasks, LoadProgress, ensure_internal_topic, error_name
+from ..runtime import BackgroundTasks, CoordinatorTimer, LoadProgress, ensure_internal_topic, error_name
 from .markers import TransactionMarkerChannel
 from .services import TxnServices
 from .state import (
@@ -90,10 +90,11 @@ def _end_error(code: int) -> EndTxnResult:
 
 
 class TransactionCoordinator:
-    def __init__(self, services: TxnServices) -> None:
+    def __init__(self, services: TxnServices, timer: CoordinatorTimer | None = None) -> None:
         self.s = services
         self.state = TransactionStateManager(services)
-        self.markers = TransactionMarkerChannel(services, self.state)
+        # The marker channel's back-offs run on ``timer``: the loop's, or a unit test's fake clock.
+        self.markers = TransactionMarkerChannel(services, self.state, timer)
         self.state.on_pending_completion = self.markers.add_markers_to_send
         self.active = False
         self.tasks = BackgroundTasks("transaction-coordinator")

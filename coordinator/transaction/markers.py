@@ -40,7 +40,15 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import BackgroundTasks, cancel_and_wait, error_name, fault_points
+from ..runtime import (
+    BackgroundTasks,
+    CoordinatorTimer,
+    LoopTimer,
+    TimerHandle,
+    cancel_and_wait,
+    error_name,
+    fault_points,
+)
 from .services import TxnServices
 from .state import TransactionMetadata, TxnState, TxnTransitMetadata
 from .state_manager import TXN_TOPIC, TransactionStateManager
@@ -52,7 +60,6 @@ WRITE_TXN_MARKERS_VERSION = 2
 MAX_IN_FLIGHT = 5
 RETRY_BACKOFF_S = 0.02
 MAX_RETRY_BACKOFF_S = 1.0
-PAUSE_POLL_S = 0.1
 PAUSE_FAULT = "txn.markers.pause"
 DELAY_FAULT = "txn.markers.delay"
 
@@ -84,17 +91,43 @@ class PendingMarkers:
 
 
 class TransactionMarkerChannel:
-    def __init__(self, services: TxnServices, state_manager: TransactionStateManager) -> None:
+    def __init__(self, services: TxnServices, state_manager: TransactionStateManager,
+                 timer: CoordinatorTimer | None = None) -> None:
         self.s = services
         self.sm = state_manager
+        # Back-offs and the delay fault point: the loop's clock, or a unit test's fake one.
+        self.timer: CoordinatorTimer = timer or LoopTimer()
+        self.timers: set[TimerHandle] = set()
         self.pending: dict[str, PendingMarkers] = {}
         self.queues: dict[int, list[tuple[PendingMarkers, set[tuple[str, int]]]]] = {}
         self.wakeups: dict[int, asyncio.Event] = {}
         self.senders: dict[int, asyncio.Task] = {}
         self.tasks = BackgroundTasks("transaction-markers")
         faults = fault_points(self.s.config("test.fault.points"))
+        self._resumed = asyncio.Event()
         self.paused = PAUSE_FAULT in faults
-        self.end_txn_delay_s = int(faults.get(DELAY_FAULT) or 0) / 1000
+        self.end_txn_delay_ms = int(faults.get(DELAY_FAULT) or 0)
+
+    @property
+    def paused(self) -> bool:
+        """The ``txn.markers.pause`` fault point: nothing is sent until it is lifted."""
+        return not self._resumed.is_set()
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        if value:
+            self._resumed.clear()
+        else:
+            self._resumed.set()
+
+    def _schedule(self, delay_ms: float, callback, *args) -> None:
+        """Run ``callback(*args)`` after ``delay_ms`` on the timer; cancelled by :meth:`stop`."""
+        def fire() -> None:
+            self.timers.discard(handle)
+            callback(*args)
+
+        handle = self.timer.schedule(delay_ms, fire)
+        self.timers.add(handle)
 
     # --- handing over ---------------------------------------------------------------------------
 
@@ -112,10 +145,10 @@ class TransactionMarkerChannel:
         self.pending[txn_id] = pm
         log.debug("txn_markers_queued", transactional_id=txn_id, commit=pm.commit,
                   partitions=len(meta.partitions))
-        if end_txn and self.end_txn_delay_s:
+        if end_txn and self.end_txn_delay_ms:
             log.warning("txn_markers_delayed_by_fault_point", transactional_id=txn_id,
-                        coordinator_epoch=coordinator_epoch, seconds=self.end_txn_delay_s)
-            asyncio.get_running_loop().call_later(self.end_txn_delay_s, self._enqueue, pm, set(meta.partitions))
+                        coordinator_epoch=coordinator_epoch, seconds=self.end_txn_delay_ms / 1000)
+            self._schedule(self.end_txn_delay_ms, self._enqueue, pm, set(meta.partitions))
             return
         self._enqueue(pm, set(meta.partitions))
 
@@ -131,6 +164,9 @@ class TransactionMarkerChannel:
                 self._finish(pm)
 
     async def stop(self) -> None:
+        for handle in self.timers:
+            handle.cancel()
+        self.timers.clear()
         await cancel_and_wait(self.senders.values())
         await self.tasks.stop()
         for pm in list(self.pending.values()):
@@ -178,13 +214,11 @@ class TransactionMarkerChannel:
         pm.attempts += 1
         delay = min(RETRY_BACKOFF_S * (2 ** min(pm.attempts, 10)), MAX_RETRY_BACKOFF_S)
         pm.in_queue |= tps
+        self._schedule(delay * 1000, self._retry, pm, tps)
 
-        async def later() -> None:
-            await asyncio.sleep(delay)
-            pm.in_queue -= tps
-            self._enqueue(pm, tps)
-
-        self.tasks.spawn(later())
+    def _retry(self, pm: PendingMarkers, tps: set[tuple[str, int]]) -> None:
+        pm.in_queue -= tps
+        self._enqueue(pm, tps)
 
     def _wake(self, node: int) -> None:
         event = self.wakeups.get(node)
@@ -204,9 +238,7 @@ class TransactionMarkerChannel:
             await wakeup.wait()
             wakeup.clear()
             while queue:
-                if self.paused:
-                    await asyncio.sleep(PAUSE_POLL_S)
-                    continue
+                await self._resumed.wait()
                 await in_flight.acquire()
                 entries = self._drain(queue)
                 if not entries:
@@ -300,16 +332,15 @@ class TransactionMarkerChannel:
         pm.completing = True
         self.tasks.spawn(self._write_completion(pm))
 
-    async def _write_completion(self, pm: PendingMarkers) -> None:
-        """Every partition has its marker: append CompleteCommit/CompleteAbort."""
-        backoff = RETRY_BACKOFF_S
-        while self._current(pm):
+    async def _write_completion(self, pm: PendingMarkers, backoff: float = RETRY_BACKOFF_S) -> None:
+        """Every partition has its marker: append CompleteCommit/CompleteAbort (again after a
+        back-off while the log answers COORDINATOR_NOT_AVAILABLE)."""
+        if self._current(pm):
             error = await self.sm.append_transaction_to_log(pm.transactional_id, pm.coordinator_epoch,
                                                             pm.complete, retry_on_error=True)
             if error == ErrorCode.coordinator_not_available:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
-                continue
+                self._schedule(backoff * 1000, self._retry_completion, pm, min(backoff * 2, MAX_RETRY_BACKOFF_S))
+                return
             if error:
                 log.warning("txn_completion_not_written", transactional_id=pm.transactional_id,
                             error=error_name(error), topic=TXN_TOPIC)
@@ -317,7 +348,10 @@ class TransactionMarkerChannel:
                 log.debug("txn_completed", transactional_id=pm.transactional_id,
                           state=pm.complete.state.state_name, producer_id=pm.producer_id,
                           producer_epoch=pm.producer_epoch)
-            break
         self._finish(pm)
+
+    def _retry_completion(self, pm: PendingMarkers, backoff: float) -> None:
+        if self._current(pm):
+            self.tasks.spawn(self._write_completion(pm, backoff))
 
 

@@ -279,10 +279,7 @@ async def test_state_survives_restart_with_tombstones_and_transaction_markers(tm
         assert (await h.join("live", member_id=a))["error_code"] == E.coordinator_load_in_progress
         assert h.heartbeat("live", gen, a) == 0  # Kafka answers heartbeats blindly while loading
         gate.set()
-        for _ in range(200):
-            if not h.coordinator.is_loading:
-                break
-            await asyncio.sleep(0.02)
+        await h.coordinator.loads.join()
     finally:
         coordinator_module.read_offsets_partition = real_read
         gate.set()
@@ -364,11 +361,8 @@ async def test_leadership_lost_during_an_append_answers_not_coordinator_and_appl
 
 
 async def wait_loaded(h: Harness, partition: int) -> None:
-    for _ in range(200):
-        if h.coordinator.ownership.status(partition) == 0:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("partition not loaded")
+    await h.coordinator.loads.join()
+    assert h.coordinator.ownership.status(partition) == 0, "partition not loaded"
 
 
 def subscription(*topics: str) -> bytes:
@@ -414,12 +408,9 @@ async def test_offset_delete_follows_the_group_state_and_subscriptions(harness):
 
 
 async def restarted(path: str) -> Harness:
-    """A new coordinator over the same log, once it has loaded (bounded wait)."""
+    """A new coordinator over the same log, once it has loaded."""
     h = await Harness(path).start()
-    for _ in range(200):
-        if not h.coordinator.is_loading:
-            break
-        await asyncio.sleep(0.02)
+    await h.coordinator.loads.join()
     return h
 
 
@@ -594,10 +585,7 @@ async def test_markers_are_refused_while_the_offsets_partition_loads(tmp_path):
         p = h.coordinator.partition_for("g")
         assert not h.coordinator.offsets.accepts_txn_markers(p)
         gate.set()
-        for _ in range(200):
-            if not h.coordinator.is_loading:
-                break
-            await asyncio.sleep(0.02)
+        await h.coordinator.loads.join()
         assert h.coordinator.offsets.accepts_txn_markers(p)
     finally:
         coordinator_module.read_offsets_partition = real_read

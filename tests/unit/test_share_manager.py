@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from coordinator.runtime import ManualTimer
 from coordinator.share.manager import SharePartitionManager
 from coordinator.share.partition import AckBatch, PersistedState
 from protocol.errors import ErrorCode, KafkaError
@@ -102,12 +103,16 @@ class CoordinatorComingUp(MemoryPersister):
 
 def test_a_share_coordinator_not_there_yet_is_waited_for_not_answered():
     async def scenario():
-        manager = SharePartitionManager(Services(), CoordinatorComingUp(failures=2))
+        timer = ManualTimer()
+        manager = SharePartitionManager(Services(), CoordinatorComingUp(failures=2), timer)
         log = FakeLog()
         log.append(1)
         assert manager.ready("g", "t", TOPIC_ID, 0, log) is None       # loading in the background
-        await asyncio.sleep(0.05)
-        assert manager.ready("g", "t", TOPIC_ID, 0, log) is None       # retrying: no error answered
+        for backoff_ms in (100, 200):  # each failed read is retried after its back-off
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert manager.ready("g", "t", TOPIC_ID, 0, log) is None   # retrying: no error answered
+            assert timer.advance(backoff_ms - 1) == 0 and timer.advance(1) == 1
         await _settle(manager)
         assert manager.ready("g", "t", TOPIC_ID, 0, log) is not None
 

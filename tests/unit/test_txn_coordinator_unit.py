@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from coordinator.runtime import ManualTimer
 from coordinator.transaction import log as txn_log
 from coordinator.transaction.coordinator import TransactionCoordinator
 from coordinator.transaction.state import MAX_PRODUCER_EPOCH, TxnState
@@ -61,6 +62,7 @@ class FakeBroker:
         self.next_pid = 1000
         self.metadata_current = True
         self.tv = 2  # the cluster's finalized transaction.version
+        self.timer = ManualTimer()  # the marker channel's back-offs fire only when a test advances it
 
     # TxnServices
     def metadata_is_current(self) -> bool:
@@ -166,7 +168,7 @@ async def settle(rounds: int = 50) -> None:
 @pytest.fixture
 async def env():
     broker = FakeBroker()
-    coordinator = TransactionCoordinator(broker)
+    coordinator = TransactionCoordinator(broker, broker.timer)
     await coordinator.start()
     assert coordinator.coordinator_error(TXN) == 0  # creates __transaction_state
     yield broker, coordinator
@@ -181,11 +183,13 @@ async def begin(c: TransactionCoordinator, txn: str = TXN, partitions=(("data", 
 
 
 async def wait_state(c: TransactionCoordinator, state: TxnState, txn: str = TXN) -> None:
-    for _ in range(200):
+    """Let the loop run (no clock moves: back-offs wait for the test's ``timer.advance``)
+    until ``txn`` is in ``state`` with nothing pending."""
+    for _ in range(500):
         _, found = c.state.get_transaction_state(txn)
         if found is not None and found.meta.state is state and found.meta.pending_state is None:
             return
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0)
     raise AssertionError(f"{txn} never reached {state}: {found and found.meta}")
 
 
@@ -200,7 +204,7 @@ async def test_topic_is_created_compacted_on_first_find_coordinator(env):
 
 async def test_replication_factor_above_the_broker_count_is_refused():
     broker = FakeBroker(**{"transaction.state.log.replication.factor": 3})
-    c = TransactionCoordinator(broker)
+    c = TransactionCoordinator(broker, broker.timer)
     await c.start()
     try:
         assert c.coordinator_node(TXN) == (E.coordinator_not_available, -1)
@@ -230,7 +234,7 @@ async def test_init_producer_id_argument_errors(env):
 async def test_not_coordinator_and_load_in_progress():
     broker = FakeBroker()
     broker.topics[TXN_TOPIC] = [[2, 5] for _ in range(4)]  # led by another broker
-    c = TransactionCoordinator(broker)
+    c = TransactionCoordinator(broker, broker.timer)
     await c.start()
     try:
         assert (await c.init_producer_id(TXN, 60000))[0] == E.not_coordinator
@@ -240,23 +244,12 @@ async def test_not_coordinator_and_load_in_progress():
         assert (await c.init_producer_id(TXN, 60000))[0] == E.coordinator_load_in_progress
         assert c.list_transactions([], [])[0] == E.coordinator_load_in_progress
         broker.load_gate.set()
-        for _ in range(100):
-            if not c.state.is_loading:
-                break
-            await asyncio.sleep(0.01)
+        await c.state.loads.join()
         assert (await c.init_producer_id(TXN, 60000))[0] == 0
         c.on_resignation(txn_log.partition_for(TXN, 4), 6)
         assert (await c.init_producer_id(TXN, 60000))[0] == E.not_coordinator
     finally:
         await c.stop()
-
-
-async def wait_loaded(c: TransactionCoordinator) -> None:
-    for _ in range(200):
-        if not c.state.is_loading:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("still loading")
 
 
 async def test_elections_and_resignations_are_ordered_by_coordinator_epoch(env):
@@ -275,7 +268,7 @@ async def test_elections_and_resignations_are_ordered_by_coordinator_epoch(env):
     assert (await c.init_producer_id(TXN, 60000))[0] == E.coordinator_load_in_progress
     c.on_election(p, 3)  # overtakes the load at 2
     broker.load_gate.set()
-    await wait_loaded(c)
+    await c.state.loads.join()
     error, found = c.state.get_transaction_state(TXN)
     assert error == 0 and found.coordinator_epoch == 3 and found.meta.producer_id == pid
     c.on_resignation(p, 3)
@@ -459,6 +452,11 @@ async def test_markers_are_retried_until_every_partition_has_one(env):
     broker.marker_codes[("data", 1)] = [E.not_leader_or_follower, E.request_timed_out]
     broker.send_failures = 1
     assert await end_txn(c, TXN, pid, epoch, True) == 0
+    await settle()
+    assert len(broker.requests) == 1 and broker.markers == []  # nothing resent before the back-off
+    for _ in range(3):  # each back-off in turn: both partitions, then data-1 twice
+        broker.timer.advance(1000)
+        await settle()
     await wait_state(c, S.COMPLETE_COMMIT)
     assert sorted(tp for tp, *_ in broker.markers) == [("data", 0), ("data", 1)]
     assert len(broker.requests) == 4  # failed send, then data-1 twice more
@@ -482,10 +480,13 @@ async def test_a_deleted_topic_is_dropped_and_a_leaderless_partition_waits(env):
     pid, epoch = await begin(c, partitions=(("gone", 0), ("data", 1)))
     del broker.topics["gone"]
     assert await end_txn(c, TXN, pid, epoch, True) == 0
-    await asyncio.sleep(0.1)
+    for _ in range(3):  # no leader at any retry
+        await settle()
+        broker.timer.advance(1000)
     _, found = c.state.get_transaction_state(TXN)
     assert found.meta.state is S.PREPARE_COMMIT and found.meta.partitions == {("data", 1)}
     broker.topics["data"][1] = [NODE, 4]
+    broker.timer.advance(1000)  # the next retry finds it
     await wait_state(c, S.COMPLETE_COMMIT)
     assert [tp for tp, *_ in broker.markers] == [("data", 1)]
 
@@ -495,7 +496,7 @@ async def test_a_fenced_marker_cancels_the_completion(env):
     pid, epoch = await begin(c)
     broker.marker_codes[("data", 0)] = [E.transaction_coordinator_fenced]
     assert await end_txn(c, TXN, pid, epoch, True) == 0
-    await asyncio.sleep(0.05)
+    await settle()
     assert broker.txn_log()[-1][0] is S.PREPARE_COMMIT  # no CompleteCommit written
     assert not c.markers.pending
 
@@ -521,19 +522,19 @@ async def restarted(broker: FakeBroker) -> TransactionCoordinator:
     """The next coordinator of the same log (the old one stopped): a new leader epoch, no fault point."""
     broker.cfg["test.fault.points"] = ""
     broker.topics[TXN_TOPIC] = [[NODE, 1] for _ in range(4)]
-    coordinator = TransactionCoordinator(broker)
+    coordinator = TransactionCoordinator(broker, broker.timer)
     await coordinator.start()
     return coordinator
 
 
 async def test_prepare_commit_found_at_load_is_completed():
     broker = FakeBroker(**{"test.fault.points": "txn.markers.pause"})
-    c = TransactionCoordinator(broker)
+    c = TransactionCoordinator(broker, broker.timer)
     await c.start()
     c.coordinator_error(TXN)
     pid, epoch = await begin(c)
     assert await end_txn(c, TXN, pid, epoch, True) == 0
-    await asyncio.sleep(0.05)
+    await settle()
     assert broker.markers == [] and broker.txn_log()[-1][0] is S.PREPARE_COMMIT
     await c.stop()
     c2 = await restarted(broker)
@@ -549,7 +550,7 @@ async def test_prepare_commit_found_at_load_is_completed():
 
 async def test_load_replays_the_last_record_and_tombstones():
     broker = FakeBroker()
-    c = TransactionCoordinator(broker)
+    c = TransactionCoordinator(broker, broker.timer)
     await c.start()
     for t in ("keep", "drop"):
         c.coordinator_error(t)
@@ -558,13 +559,10 @@ async def test_load_replays_the_last_record_and_tombstones():
     await c.stop()
     p = txn_log.partition_for("drop", 4)
     broker.logs.setdefault((TXN_TOPIC, p), []).append(bytes(rb.build_batch([(txn_log.encode_key("drop"), None)])))
-    c2 = TransactionCoordinator(broker)
+    c2 = TransactionCoordinator(broker, broker.timer)
     await c2.start()
     try:
-        for _ in range(100):
-            if not c2.state.is_loading:
-                break
-            await asyncio.sleep(0.01)
+        await c2.state.loads.join()
         assert c2.describe("keep")["transaction_state"] == "Ongoing"
         assert c2.describe("drop")["error_code"] == E.transactional_id_not_found
     finally:

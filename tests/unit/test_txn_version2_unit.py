@@ -4,12 +4,10 @@ PrepareCommit completed by the next coordinator at the bumped epoch."""
 
 from __future__ import annotations
 
-import asyncio
-
 from coordinator.transaction.coordinator import TransactionCoordinator
 from coordinator.transaction.state import MAX_PRODUCER_EPOCH, TxnState
 from protocol.errors import ErrorCode as E
-from tests.unit.test_txn_coordinator_unit import TXN, FakeBroker, restarted, wait_state
+from tests.unit.test_txn_coordinator_unit import TXN, FakeBroker, restarted, settle, wait_state
 from tests.unit.test_txn_coordinator_unit import env as env  # noqa: F401  (the fixture)
 
 S = TxnState
@@ -86,13 +84,13 @@ async def test_an_empty_abort_bumps_and_commit_without_a_transaction_is_refused(
 
 async def test_a_tv2_prepare_commit_is_completed_by_the_next_coordinator_at_the_bumped_epoch():
     broker = FakeBroker(**{"test.fault.points": "txn.markers.pause"})
-    c = TransactionCoordinator(broker)
+    c = TransactionCoordinator(broker, broker.timer)
     await c.start()
     c.coordinator_error(TXN)
     _, pid, epoch = await c.init_producer_id(TXN, 60000)
     await begin_v2(c, pid, epoch)
     assert await c.end_transaction(TXN, pid, epoch, True, TV2) == (0, pid, epoch + 1)
-    await asyncio.sleep(0.05)
+    await settle()
     assert broker.markers == [] and broker.txn_log()[-1][0] is S.PREPARE_COMMIT
     await c.stop()  # the coordinator dies between PrepareCommit and its markers
     c2 = await restarted(broker)

@@ -51,7 +51,7 @@ from security.ssl_factory import SslConfigError, dynamic_store_listener
 from . import topic_config
 from .config import KEYS, ConfigError, is_listener_limit, listener_limit_value, type_name
 from .dynamic_config_keys import KAFKA_DYNAMIC_CONFIGS
-from .replica_manager import INTERNAL_TOPICS, validate_topic_name
+from .replica_manager import validate_topic_name
 
 if TYPE_CHECKING:
     from coordinator.controller.store import TopicState
@@ -592,14 +592,8 @@ class DynamicBrokerConfigs:
                 values[name] = self.static[name]
             else:
                 values.pop(name, None)
-        rm = self.broker.replica_manager
-        for topic in list(self.broker.metadata.topics.values()):
-            internal = topic.name if topic.name in INTERNAL_TOPICS else None
-            cfg = topic_config.log_config(topic.configs, self.broker.config, internal)
-            for i in range(len(topic.partitions)):
-                part = rm.partitions.get((topic.name, i))
-                if part is not None:
-                    part.log.config = cfg
+        for topic in list(self.broker.metadata.topics.values()):  # the new broker defaults reach every log
+            self.broker.replica_manager.apply_topic_configs(topic.name, topic.configs)
 
 
 def sensitive(name: str) -> bool:

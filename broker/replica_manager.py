@@ -131,13 +131,15 @@ class ReplicaManager:
         part = self.partitions.get((topic.name, index))
         if part is not None:
             return part
-        plog = self.log_manager.open_log(topic.name, index, cfg or self._log_config(topic))
+        plog = self.log_manager.open_log(topic.name, index, cfg or self._log_config(topic.name, topic.configs))
         part = Partition(topic.name, index, topic.uuid, plog, self.node_id)
         self.partitions[(topic.name, index)] = part
         return part
 
-    def _log_config(self, topic: TopicState) -> LogConfig:
-        return topic_config.log_config(topic.configs, self.config, topic.name if topic.name in INTERNAL_TOPICS else None)
+    def _log_config(self, name: str, configs: dict[str, str]) -> LogConfig:
+        """The topic's log config: its overrides over the broker's defaults (and an internal
+        topic's own)."""
+        return topic_config.log_config(configs, self.config, name if name in INTERNAL_TOPICS else None)
 
     def apply_delta(self, changed: set[tuple[str, int]], deleted_topics: set[str]) -> None:
         """Make this broker leader, follower or neither of each changed partition."""
@@ -153,7 +155,7 @@ class ReplicaManager:
             if part is None:
                 topic = self.metadata.topics[topic_name]
                 if topic_name not in configs:
-                    configs[topic_name] = self._log_config(topic)
+                    configs[topic_name] = self._log_config(topic_name, topic.configs)
                 part = self._open_partition(topic, index, configs[topic_name])
             if state.leader == self.node_id:
                 if self.fetchers is not None:
@@ -295,8 +297,7 @@ class ReplicaManager:
 
     def apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.metadata.topics[name]
-        internal = name if name in INTERNAL_TOPICS else None
-        cfg = topic_config.log_config(configs, self.config, internal)
+        cfg = self._log_config(name, configs)
         for i in range(len(topic.partitions)):
             part = self.partitions.get((name, i))
             if part is not None:

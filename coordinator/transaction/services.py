@@ -9,7 +9,6 @@ node id, so the same coordinator runs unchanged in a cluster.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Protocol
 
 from ..services import Clock, ConfigReader, InternalTopics, MetadataFreshness, PartitionLog
@@ -52,9 +51,3 @@ class FeatureLevels(Protocol):
 class TxnServices(ConfigReader, InternalTopics, PartitionLog, LeaderLookup, MetadataFreshness, ProducerIdSource,
                   InterBrokerSender, Clock, TxnMetrics, FeatureLevels, Protocol):
     """Everything at once, as the broker provides it."""
-
-
-class SystemClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-

@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 from broker.txn_verification import AddPartitionsToTxnManager
 from coordinator.runtime import LoadProgress, PartitionOwnership, append_error
 from protocol.errors import ErrorCode as E
+from tests.support.loop import settle
 
 
 def test_ownership_follows_elections_by_epoch():
@@ -55,12 +56,6 @@ class FakeClient:
                     SimpleNamespace(partition_index=p, partition_error_code=0) for p in tp["partitions"]])
                 for tp in t["topics"]])
             for t in request["transactions"]])
-
-
-async def settle(rounds: int = 20) -> None:
-    """Let the loop run the tasks just started (no clock involved)."""
-    for _ in range(rounds):
-        await asyncio.sleep(0)
 
 
 async def test_verifications_for_one_node_share_a_request_and_the_next_waits():

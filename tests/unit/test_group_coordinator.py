@@ -23,14 +23,9 @@ from coordinator.group.state import GroupState, OffsetAndMetadata
 from coordinator.runtime import ManualTimer
 from protocol.errors import ErrorCode as E
 from protocol.records import CONTROL_ABORT, CONTROL_COMMIT, build_batch, build_control_batch, set_base_offset
+from tests.support.loop import settle
 
 PROTOCOLS = [("range", b"meta")]
-
-
-async def settle(rounds: int = 20) -> None:
-    """Let the tasks started so far run up to their next wait (no time passes)."""
-    for _ in range(rounds):
-        await asyncio.sleep(0)
 
 
 class Harness:

@@ -11,6 +11,7 @@ from coordinator.runtime import ManualTimer
 from coordinator.share.manager import SharePartitionManager
 from coordinator.share.partition import AckBatch, PersistedState
 from protocol.errors import ErrorCode, KafkaError
+from tests.support.loop import settle
 from tests.unit.test_share_partition import FakeLog
 
 TOPIC_ID = uuid.uuid4()
@@ -109,8 +110,7 @@ def test_a_share_coordinator_not_there_yet_is_waited_for_not_answered():
         log.append(1)
         assert manager.ready("g", "t", TOPIC_ID, 0, log) is None       # loading in the background
         for backoff_ms in (100, 200):  # each failed read is retried after its back-off
-            for _ in range(20):
-                await asyncio.sleep(0)
+            await settle()
             assert manager.ready("g", "t", TOPIC_ID, 0, log) is None   # retrying: no error answered
             assert timer.advance(backoff_ms - 1) == 0 and timer.advance(1) == 1
         await _settle(manager)

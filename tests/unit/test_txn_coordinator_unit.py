@@ -18,6 +18,7 @@ from protocol import records as rb
 from protocol.api import response_class
 from protocol.codec import build
 from protocol.errors import ErrorCode as E
+from tests.support.loop import settle
 
 S = TxnState
 NODE = 1
@@ -158,11 +159,6 @@ class FakeBroker:
                     v = txn_log.decode_value(rec.value)
                     out.append((v.state, v.producer_epoch, set(v.partitions)))
         return out
-
-
-async def settle(rounds: int = 50) -> None:
-    for _ in range(rounds):
-        await asyncio.sleep(0)
 
 
 @pytest.fixture

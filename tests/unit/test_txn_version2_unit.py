@@ -7,7 +7,8 @@ from __future__ import annotations
 from coordinator.transaction.coordinator import TransactionCoordinator
 from coordinator.transaction.state import MAX_PRODUCER_EPOCH, TxnState
 from protocol.errors import ErrorCode as E
-from tests.unit.test_txn_coordinator_unit import TXN, FakeBroker, restarted, settle, wait_state
+from tests.support.loop import settle
+from tests.unit.test_txn_coordinator_unit import TXN, FakeBroker, restarted, wait_state
 from tests.unit.test_txn_coordinator_unit import env as env  # noqa: F401  (the fixture)
 
 S = TxnState

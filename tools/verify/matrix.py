@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -152,22 +153,45 @@ def _backfill(run: dict) -> None:
         run["records"], run["txn_records"] = counts["records"], counts["txn_records"]
 
 
-def render(cells: dict[str, list[dict]]) -> str:
-    seen = {c[0]["target"] for c in cells.values() if c}
+NAMES = {"devcluster": "kbroker (devcluster)", "kafka": "Apache Kafka 4.3.1 (KRaft)"}
+
+
+def render(cells: dict[str, list[dict]], kept: dict[str, str] | None = None, last_run: str = "") -> str:
+    """The table: each cell from its stored runs, else as ``kept`` (the table already in the doc)
+    shows it, so that a narrowed matrix on a fresh clone (no ``results.json``) rewrites only the
+    cells it ran."""
+    kept = {k: v for k, v in (kept or {}).items() if k not in cells}
+    keys = [k.split("|", 2) for k in (*cells, *kept)]
+    seen = {t for t, _, _ in keys}
     targets = [t for t in TARGETS if t in seen] or list(TARGETS)
-    extra = sorted(seen - set(targets))
-    targets += extra
-    rows = sorted({(c[0]["workload"], c[0]["faults"]) for c in cells.values() if c},
+    targets += sorted(seen - set(targets))
+    rows = sorted({(w, f) for _, w, f in keys},
                   key=lambda r: (WORKLOADS.index(r[0]) if r[0] in WORKLOADS else 9,
                                  FAULTS.index(r[1]) if r[1] in FAULTS else 99, r[1]))
-    names = {"devcluster": "kbroker (devcluster)", "kafka": "Apache Kafka 4.3.1 (KRaft)"}
-    lines = ["| workload | faults | " + " | ".join(names.get(t, t) for t in targets) + " |",
+    lines = ["| workload | faults | " + " | ".join(NAMES.get(t, t) for t in targets) + " |",
              "|---|---|" + "---|" * len(targets)]
     for workload, faults in rows:
-        cells_ = [render_cell(cells.get(cell_key(t, workload, faults))) for t in targets]
-        lines.append(f"| {workload} | `{faults}` | " + " | ".join(cells_) + " |")
-    when = max((r.get("when", "") for c in cells.values() for r in c), default="")
+        row = [kept.get(cell_key(t, workload, faults)) or render_cell(cells.get(cell_key(t, workload, faults)))
+               for t in targets]
+        lines.append(f"| {workload} | `{faults}` | " + " | ".join(row) + " |")
+    when = max((r.get("when", "") for c in cells.values() for r in c), default="") or last_run
     return "\n".join(lines) + f"\n\nLast run: {when} UTC. Runs and reports: `verify-runs/matrix/`.\n"
+
+
+def table_cells(table: str) -> dict[str, str]:
+    """The cells of a rendered table, by cell key (the inverse of :func:`render`'s rows)."""
+    by_name = {v: k for k, v in NAMES.items()}
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    if len(lines) < 2:
+        return {}
+    targets = [by_name.get(h.strip(), h.strip()) for h in lines[0].strip("|").split("|")[2:]]
+    cells = {}
+    for line in lines[2:]:
+        workload, faults, *row = (c.strip() for c in line.strip().strip("|").split(" | "))
+        for target, text in zip(targets, row):
+            if text != "not run":
+                cells[cell_key(target, workload, faults.strip("`"))] = text
+    return cells
 
 
 def write_doc(cells: dict[str, list[dict]]) -> None:
@@ -175,8 +199,10 @@ def write_doc(cells: dict[str, list[dict]]) -> None:
     if START not in text:
         text += f"\n{START}\n{END}\n"
     head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    DOC.write_text(f"{head}{START}\n{render(cells)}{END}{tail}")
+    table, _, tail = rest.partition(END)
+    last_run = re.search(r"^Last run: (.*?) UTC", table, re.M)
+    DOC.write_text(f"{head}{START}\n{render(cells, table_cells(table), last_run.group(1) if last_run else '')}"
+                   f"{END}{tail}")
 
 
 # --- command line ---------------------------------------------------------------------------------

@@ -35,16 +35,21 @@ def extract(repo: str, tag: str, paths: list[str], cache: Path) -> None:
     snapshot = Path(snapshots) / repo.replace("/", "+") / "repo" if snapshots else None
     cache.mkdir(parents=True, exist_ok=True)
     if snapshot is not None and snapshot.is_dir():
-        archive = subprocess.run(["git", "-C", str(snapshot), "archive", tag, *paths],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(cache)], input=archive, check=True)
-        return
+        try:
+            archive = subprocess.run(["git", "-C", str(snapshot), "archive", tag, *paths],
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(cache)], input=archive, check=True)
+            return
+        except subprocess.CalledProcessError:  # a snapshot without the tag: try the repository
+            pass
     with tempfile.TemporaryDirectory(prefix="kbroker-source-") as tmp:
         try:
             subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", tag, f"https://github.com/{repo}",
-                            tmp], check=True, capture_output=True, timeout=CLONE_TIMEOUT_S)
+                            tmp], check=True, capture_output=True, timeout=CLONE_TIMEOUT_S,
+                           env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})  # never wait for a password
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
-            where = f"no snapshot at {snapshot}" if snapshot is not None else f"{SNAPSHOTS_ENV} is not set"
+            where = (f"{SNAPSHOTS_ENV} is not set" if snapshot is None else
+                     f"the snapshot {snapshot} has no tag {tag}" if snapshot.is_dir() else f"no snapshot at {snapshot}")
             raise SuiteUnavailable(f"the tests of {repo} {tag} are not cached in {cache}, {where}, and "
                                    f"github.com cannot be reached ({type(exc).__name__}); no registry "
                                    "ships them") from None

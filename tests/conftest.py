@@ -8,12 +8,19 @@ import uuid
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.unavailable import summary_line
 
 
 def pytest_collection_finish(session) -> None:
     # What collection imported lives for the whole run: out of the collector's way, so that the
     # collection after each module (below) visits only what the tests made.
     gc.freeze()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    line = summary_line(config)
+    if line:
+        terminalreporter.write_line(line, yellow=True, bold=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

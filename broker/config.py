@@ -9,7 +9,8 @@ topics with replication factor 1, ``transaction.state.log.min.isr`` 1,
 
 Listeners follow Kafka: ``listeners`` and ``advertised.listeners`` are lists of
 ``NAME://host:port``, ``listener.security.protocol.map`` maps each name to a protocol and
-``inter.broker.listener.name`` (default: the first listener) is what peers use.
+``inter.broker.listener.name`` (or the listener named after ``security.inter.broker.protocol``,
+PLAINTEXT by default) is what peers use.
 
 TLS: a listener mapped to SSL serves TLS with Kafka's ``ssl.*`` keys, globally or as
 ``listener.name.<name>.ssl.*`` (:mod:`security.ssl_factory`); its settings are checked (files
@@ -22,7 +23,9 @@ SASL: a listener mapped to SASL_PLAINTEXT or SASL_SSL authenticates with the mec
 Differs from Kafka: keys for features not implemented yet (quotas, KRaft controller
 settings) are accepted and ignored, and say so in the start-up log. Without a protocol map, BROKER, CLIENT,
 INTERNAL and EXTERNAL are PLAINTEXT too (Kafka's default map knows only the protocol names);
-a listener that ``advertised.listeners`` leaves out is advertised as bound.
+a listener that ``advertised.listeners`` leaves out is advertised as bound; with neither
+inter-broker key set and no PLAINTEXT listener, peers use the first listener (Kafka refuses to
+start).
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("advertised.listeners", str, None),
     _k("listener.security.protocol.map", str, None),
     _k("inter.broker.listener.name", str, None),
+    _k("security.inter.broker.protocol", str, None, *one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     _k("controller.listener.names", str, None, ignored=True),
     _k("controller.quorum.voters", str, None, ignored=True),
     _k("controller.quorum.bootstrap.servers", str, None, ignored=True),
@@ -411,15 +415,26 @@ class BrokerConfig:
 
     @property
     def inter_broker_listener_name(self) -> str:
-        """``inter.broker.listener.name``; unset, the first listener (PLAINTEXT in Kafka's default)."""
-        bound = self.listeners()
+        """``inter.broker.listener.name``, or else the listener named after
+        ``security.inter.broker.protocol`` (PLAINTEXT by default), as Kafka reads them: setting
+        both is refused. With neither set and no PLAINTEXT listener, the first listener (where
+        Kafka refuses to start)."""
+        bound = [s.name for s in self.listeners()]
         name = self.values.get("inter.broker.listener.name")
-        if not name:
-            return bound[0].name
-        if name.upper() not in {s.name for s in bound}:
-            raise ConfigError(f"Invalid value {name!r} for configuration inter.broker.listener.name: "
-                              f"not one of the listeners ({', '.join(s.name for s in bound)})")
-        return name.upper()
+        protocol = self.values.get("security.inter.broker.protocol")
+        if name and protocol:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                              "should be set.")
+        if protocol:
+            name, key = protocol.upper(), "security.inter.broker.protocol"
+        elif name:
+            name, key = name.upper(), "inter.broker.listener.name"
+        else:
+            return "PLAINTEXT" if "PLAINTEXT" in bound else bound[0]
+        if name not in bound:
+            raise ConfigError(f"Invalid value {name!r} for configuration {key}: {key} must name a listener "
+                              f"defined in listeners; the valid options are {', '.join(bound)}")
+        return name
 
     def security_protocol(self, listener: str) -> str:
         return self.security_protocol_map()[listener]

@@ -97,6 +97,20 @@ def test_inter_broker_listener_defaults_to_the_first_and_may_be_any():
     assert c.inter_broker_listener_name == "BROKER" and c.advertised() == ("127.0.0.1", 9094)
 
 
+def test_security_inter_broker_protocol_names_the_peers_listener_as_kafka_reads_it():
+    # Kafka: unset, security.inter.broker.protocol is PLAINTEXT, the listener of that name
+    c = load_config({"listeners": "CLIENT://:9093,PLAINTEXT://127.0.0.1:9094"})
+    assert c.inter_broker_listener_name == "PLAINTEXT" and c.advertised() == ("127.0.0.1", 9094)
+    c = load_config({"listeners": "PLAINTEXT://:9092,SASL_PLAINTEXT://127.0.0.1:9094",
+                     "security.inter.broker.protocol": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN",
+                     "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                     "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                         'org.apache.kafka.common.security.plain.PlainLoginModule required username="b" '
+                         'password="p" user_b="p";'})
+    assert c.inter_broker_listener_name == "SASL_PLAINTEXT" and c.advertised() == ("127.0.0.1", 9094)
+    assert c.inter_broker_sasl_client() is not None
+
+
 def test_a_listener_left_out_of_advertised_listeners_is_advertised_as_bound():
     c = load_config({**TWO_LISTENERS, "advertised.listeners": "EXTERNAL://example.test:29092"})
     assert {s.name: (s.host, s.port) for s in c.advertised_listeners()} == {
@@ -121,7 +135,13 @@ def test_a_listener_left_out_of_advertised_listeners_is_advertised_as_bound():
     ({"advertised.listeners": "OTHER://h:1",
       "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,OTHER:PLAINTEXT"},
      "OTHER is not in listeners"),
-    ({"inter.broker.listener.name": "REPLICATION"}, "not one of the listeners"),
+    ({"inter.broker.listener.name": "REPLICATION"}, "must name a listener defined in listeners; the valid "
+                                                    "options are INTERNAL, EXTERNAL"),
+    ({"inter.broker.listener.name": "", "security.inter.broker.protocol": "SSL"},
+     "security.inter.broker.protocol must name a listener"),
+    ({"security.inter.broker.protocol": "PLAINTEXT"}, "Only one of inter.broker.listener.name and "
+                                                      "security.inter.broker.protocol should be set"),
+    ({"inter.broker.listener.name": "", "security.inter.broker.protocol": "TLS"}, "must be one of PLAINTEXT"),
     ({"listeners": "INTERNAL://:1,INTERNAL://:2"}, "INTERNAL appears twice"),
     ({"listeners": "INTERNAL://:x"}, "bad port"),
     ({"listeners": "localhost:9092"}, "expected NAME://host:port"),

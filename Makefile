@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling bench-startup compat compat-fast verify clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling bench-startup compat compat-fast verify parity clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -151,6 +151,20 @@ $(VERIFY_STAMP): $(STAMP)
 
 verify: tools $(VERIFY_STAMP)
 	$(PY) -m tools.verify.matrix $(ARGS)
+
+# Every module that runs against Apache Kafka as well (the exactly-once acceptance modules, the ACL
+# table, fetch sessions, quotas, connection limits, transaction version 2, fenced brokers): once
+# against kbroker, then against Apache Kafka 4.3.1 (KBROKER_EOS_TARGET=kafka); the side-by-side
+# table in docs/parity.md, the JUnit files in bench/results/parity/.
+PARITY_MODULES = $(shell grep -l -e KBROKER_EOS_TARGET -e tests.support.parity -e IS_KAFKA -e ON_KAFKA \
+                   tests/integration/test_*.py tests/cluster/test_*.py)
+PARITY_OUT := bench/results/parity
+parity: tools
+	@mkdir -p $(PARITY_OUT)
+	-$(PY) -m pytest -m "not slow" $(PARITY_MODULES) --junitxml=$(PARITY_OUT)/kbroker.xml $(PYTEST_ARGS)
+	-KBROKER_EOS_TARGET=kafka $(PY) -m pytest -m "not slow or kafka_parity" $(PARITY_MODULES) \
+	  --junitxml=$(PARITY_OUT)/kafka.xml $(PYTEST_ARGS)
+	$(PY) -m tests.support.parity_report $(PARITY_OUT)/kbroker.xml $(PARITY_OUT)/kafka.xml docs/parity.md
 
 clean:
 	rm -rf $(VENV) kbroker-data kbroker-cluster .pytest_cache

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import describe, start_cluster, wait_for
+from tests.support.parity import TARGETS
 from tests.support.raw import RawClient
 
 KAFKA_RUN = Path(__file__).resolve().parents[2] / "compat" / "kafka" / "kafka-run.sh"
@@ -29,7 +30,7 @@ SURVIVORS = (1, 2)
 DESCRIBE_CLUSTER, UNREGISTER_BROKER = 60, 64
 
 
-@pytest.fixture(scope="module", params=["kbroker", pytest.param("kafka", marks=pytest.mark.slow)])
+@pytest.fixture(scope="module", params=TARGETS)
 def target(request, tmp_path_factory):
     if request.param == "kbroker":
         cluster = start_cluster(str(tmp_path_factory.mktemp("fenced")))

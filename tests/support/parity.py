@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import os
+
 import pytest
 
 from tools.devcluster import free_port
 
-# ``params`` for a module fixture: ours always, Kafka in the slow runs.
-TARGETS = ["kbroker", pytest.param("kafka", marks=pytest.mark.slow)]
+# The parity run (``make parity``) sets KBROKER_EOS_TARGET=kafka for every parity module: the
+# modules of tests/support/eos*.py then run against Kafka, and these params are Kafka's alone.
+PARITY_RUN = os.environ.get("KBROKER_EOS_TARGET", "").strip().lower() == "kafka"
+KAFKA = pytest.param("kafka", marks=[pytest.mark.slow, pytest.mark.kafka_parity])
+
+# ``params`` for a module fixture: ours always (Kafka in the slow runs), Kafka alone in the parity run.
+TARGETS = [KAFKA] if PARITY_RUN else ["kbroker", KAFKA]
 
 
 def single_broker(target: str, tmp_path_factory, settings: dict[str, str] | None = None) -> Iterator[str]:

@@ -3,9 +3,8 @@ Apache Kafka 4.3.1: the module fixture's ``params`` and the broker it yields."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import os
+from collections.abc import Iterator
 
 import pytest
 

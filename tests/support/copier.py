@@ -17,15 +17,16 @@ def transform(value: bytes) -> bytes:
 
 class Copier:
     def __init__(self, bootstrap: str, source: str, sink: str, group: str, transactional_id: str,
-                 batch: int = 200) -> None:
+                 batch: int = 200, config: dict | None = None) -> None:
         self.bootstrap, self.source, self.sink = bootstrap, source, sink
+        self.config = {"bootstrap.servers": bootstrap, **(config or {})}  # e.g. SASL_SSL settings
         self.group, self.transactional_id, self.batch = group, transactional_id, batch
         self.commits = 0
         self.aborts = 0
         self.producers = 0
         self.errors: list[str] = []
         self.consumer = Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed",
+            **self.config, "group.id": group, "isolation.level": "read_committed",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
             "heartbeat.interval.ms": 500})
         self.producer = self._new_producer()
@@ -35,7 +36,7 @@ class Copier:
         # Short idle connections and metadata refreshes make broker state changes that re-drive
         # librdkafka's coordinator lookup, which otherwise can wait forever on a group
         # coordinator it dropped from its metadata (librdkafka#5456, #5511).
-        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+        p = Producer({**self.config, "transactional.id": self.transactional_id,
                       "transaction.timeout.ms": 60000, "message.timeout.ms": 60000,
                       "connections.max.idle.ms": 2000, "topic.metadata.refresh.interval.ms": 1000})
         self._retry(lambda: p.init_transactions(30), "init_transactions")

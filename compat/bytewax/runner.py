@@ -4,11 +4,13 @@ Bytewax gets a virtual environment of its own (``~/.cache/kbroker/bytewax-<versi
 once from PyPI with its ``kafka`` extra). One scenario, recorded as one test,
 ``read_transform_write``: 3000 keyed records on a 3-partition topic, the dataflow of
 ``dataflow.py`` (read to the end, upper-case, write), and a check that the output holds every
-input record once, transformed, under its key.
+input record once, transformed, under its key. On the secure targets (SASL_SSL with SCRAM, and
+mutual TLS) the dataflow's connectors and the harness's clients take the target's settings.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +29,7 @@ RECORDS, PARTITIONS = 3000, 3
 
 BROKER_CONFIG: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
 FAST = False
+SECURITY = ("sasl-ssl", "mtls")
 FEATURES = {"bootstrap": [r"."], "produce": [r"."], "consume": [r"."]}
 
 
@@ -60,7 +63,8 @@ def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    conf = {"bootstrap.servers": target.bootstrap}
+    security = target.security.librdkafka() if target.security else {}
+    conf = {"bootstrap.servers": target.bootstrap, **security}
     names = {"COMPAT_INPUT": f"bytewax-in-{uuid.uuid4().hex[:6]}", "COMPAT_OUTPUT": f"bytewax-out-{uuid.uuid4().hex[:6]}"}
     admin = AdminClient(conf)
     for future in admin.create_topics([NewTopic(n, PARTITIONS, min(3, target.nodes)) for n in names.values()]).values():
@@ -76,7 +80,8 @@ def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     with open(log, "w") as out:
         done = subprocess.run([str(PYTHON), "-m", "bytewax.run", "dataflow:flow"], cwd=HERE, stdout=out,
                               stderr=subprocess.STDOUT, timeout=300,
-                              env={**os.environ, **names, "COMPAT_BOOTSTRAP": target.bootstrap})
+                              env={**os.environ, **names, "COMPAT_BOOTSTRAP": target.bootstrap,
+                                   "COMPAT_CLIENT_CONFIG": json.dumps(security)})
     if done.returncode != 0:
         print(f"bytewax: the dataflow exited with {done.returncode}; see {log}", file=sys.stderr)
         return {"read_transform_write": "failed"}

@@ -2,18 +2,25 @@
 
 A stateful per-key count in Quix's RocksDB state (changelog topic), exactly-once processing,
 one incarnation per process. Each record waits ``COMPAT_RECORD_DELAY_MS`` so that a run lasts
-long enough to be killed in the middle of its transactions.
+long enough to be killed in the middle of its transactions. ``COMPAT_CLIENT_CONFIG`` (JSON,
+librdkafka's settings) is the connection on a secure target.
 """
 
+import json
 import os
 import time
 
 from quixstreams import Application
+from quixstreams.kafka.configuration import ConnectionConfig
 
 DELAY_S = float(os.environ.get("COMPAT_RECORD_DELAY_MS", "2")) / 1000
 
+SECURITY = json.loads(os.environ.get("COMPAT_CLIENT_CONFIG") or "{}")
+BROKER = (ConnectionConfig.from_librdkafka_dict({"bootstrap.servers": os.environ["COMPAT_BOOTSTRAP"], **SECURITY})
+          if SECURITY else os.environ["COMPAT_BOOTSTRAP"])
+
 app = Application(
-    broker_address=os.environ["COMPAT_BOOTSTRAP"],
+    broker_address=BROKER,
     consumer_group=os.environ["COMPAT_GROUP"],
     processing_guarantee="exactly-once",
     auto_offset_reset="earliest",

@@ -17,13 +17,15 @@ application run there, the harness and its read_committed check in the project's
   Its unit tests are deselected, not recorded. Not run (recorded as skipped): the Schema
   Registry and PostgreSQL tests, whose servers are containers of their own. The suite runs on
   the one-node targets, as against its own one-node container (a quarter of an hour each); the
-  three-node targets run the exactly-once scenario.
+  three-node and the secure targets (SASL_SSL with SCRAM, mutual TLS: the application's and
+  the harness's clients take the target's settings) run the exactly-once scenario.
 
 The version is the newest release whose tests the repository snapshots here hold.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -42,6 +44,7 @@ SOURCE = CACHE / "source"
 # created on first use (Kafka's default), nothing deleted by age.
 BROKER_CONFIG = {**stream_eos.BROKER_CONFIG, "auto.create.topics.enable": "true", "log.retention.ms": "-1"}
 FAST = False
+SECURITY = ("sasl-ssl", "mtls")
 FEATURES = {
     **stream_eos.FEATURES,
     "bootstrap": [r"."],
@@ -106,8 +109,10 @@ def _prepare_suite() -> None:
 
 def _eos(target, workdir: Path) -> str:
     scenario = stream_eos.Scenario(replication_factor=min(3, target.nodes))
+    security = target.security.librdkafka() if target.security else {}
     try:
-        verdict = stream_eos.run([str(PYTHON), str(HERE / "eos_app.py")], {}, target.bootstrap, workdir, scenario)
+        verdict = stream_eos.run([str(PYTHON), str(HERE / "eos_app.py")], {"COMPAT_CLIENT_CONFIG": json.dumps(security)},
+                                 target.bootstrap, workdir, scenario, security)
     except (RuntimeError, TimeoutError) as exc:
         print(f"quixstreams: {exc}", file=sys.stderr)
         return "failed"
@@ -127,6 +132,6 @@ def _suite(target, workdir: Path) -> dict[str, str]:
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     results = {"exactly_once_under_kill9": _eos(target, workdir)}
-    if not fast and target.nodes == 1:
+    if not fast and target.nodes == 1 and target.security is None:
         results.update(_suite(target, workdir))
     return results

@@ -269,3 +269,36 @@ def test_a_feature_level_changed_through_one_broker_is_answered_by_every_broker(
     for node in cluster.nodes.values():
         wait_for(lambda node=node: finalized(node)[1] == {"transaction.version": 2}, 30,
                  f"broker {node.node_id} to answer the upgrade")
+
+
+@pytest.mark.kafka_tools
+def test_kafka_features_upgrades_and_downgrades_every_broker(cluster, kafka_libs):  # noqa: F811
+    """Kafka's own ``kafka-features`` on three nodes: ``describe`` shows transaction.version
+    supported 0-2 and finalized at 2; a ``downgrade`` to 1 through one broker and the
+    ``upgrade`` back through another are answered by every broker's ApiVersions."""
+    import re
+
+    from tests.support.raw import RawClient
+
+    def finalized(node) -> int:
+        with RawClient(node.address) as c:
+            r = c.call(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+        return next((f.max_version_level for f in r.finalized_features if f.name == "transaction.version"), 0)
+
+    first, last = (cluster.node(n) for n in (min(cluster.nodes), max(cluster.nodes)))
+    described = kafka("kafka-features", "--bootstrap-server", first.address, "describe").stdout
+    row = next(line for line in described.splitlines() if "Feature: transaction.version" in line)
+    assert dict(re.findall(r"(\w+): (\S+)", row)).items() >= {
+        "SupportedMinVersion": "0", "SupportedMaxVersion": "2", "FinalizedVersionLevel": "2"}.items(), row
+    try:
+        res = kafka("kafka-features", "--bootstrap-server", first.address, "downgrade", "--feature",
+                    "transaction.version=1")
+        assert "transaction.version was downgraded to 1." in res.stdout, res.stdout
+        for node in cluster.nodes.values():
+            wait_for(lambda node=node: finalized(node) == 1, 30, f"broker {node.node_id} to answer level 1")
+    finally:
+        res = kafka("kafka-features", "--bootstrap-server", last.address, "upgrade", "--feature",
+                    "transaction.version=2")
+    assert "transaction.version was upgraded to 2." in res.stdout, res.stdout
+    for node in cluster.nodes.values():
+        wait_for(lambda node=node: finalized(node) == 2, 30, f"broker {node.node_id} to answer level 2")

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka import Producer
 
 from protocol.errors import ErrorCode
+from tests.integration.test_kafka_tools import kafka_libs  # noqa: F401  (fixture)
 from tests.support.parity import TARGETS, single_broker
 from tests.support.raw import RawClient
 
@@ -153,3 +154,43 @@ def test_a_full_cache_creates_no_session_for_a_consumer(bootstrap, topic):
         again = _fetch(c, topic, FULL, {0: 0}, max_wait=0)[1]
         _close(c, topic, again)
         assert again != 0  # room again
+
+
+@pytest.mark.kafka_tools
+def test_the_java_consumer_fetches_in_an_incremental_session(own_broker, kafka_libs, topic_name):  # noqa: F811
+    """Kafka's console consumer (the Java client 4.3) reads through a fetch session of its own:
+    none is cached before it runs (librdkafka, which produced, fetches without one), one holding
+    its three partitions while it runs, and none once it has closed it on exit."""
+    import re
+    import subprocess
+
+    from tests.integration.test_kafka_tools import KAFKA_RUN
+    from tests.integration.test_metrics import scrape
+    from tests.support.clients import create_topic
+    from tests.support.cluster import wait_for
+
+    b = own_broker()
+
+    def cached() -> tuple[float, float]:
+        text = scrape(b)
+        return tuple(float(re.search(rf"^kafka_server_fetchsessioncache_{name} (\S+)", text, re.M).group(1))
+                     for name in ("numincrementalfetchsessions", "numincrementalfetchpartitionscached"))
+
+    create_topic(b.bootstrap, topic_name, 3)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(30):
+        p.produce(topic_name, value=f"r{i:02d}".encode(), partition=i % 3)
+    assert p.flush(20) == 0
+    assert cached() == (0.0, 0.0)
+    consumer = subprocess.Popen([str(KAFKA_RUN), "kafka-console-consumer", "--bootstrap-server", b.bootstrap,
+                                 "--topic", topic_name, "--from-beginning", "--timeout-ms", "8000"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        wait_for(lambda: cached() == (1.0, 3.0), 60, "the Java consumer's session")
+        out, err = consumer.communicate(timeout=90)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait(10)
+    assert sorted(out.split()) == sorted(f"r{i:02d}" for i in range(30)), err[-2000:]
+    assert cached() == (0.0, 0.0)  # closed (session epoch -1) when the consumer closed

@@ -107,6 +107,7 @@ class Broker:
         self.quotas = {PRODUCE: ClientQuotaManager(PRODUCE, stored_quotas), FETCH: ClientQuotaManager(FETCH, stored_quotas),
                        REQUEST: request_quota_manager(stored_quotas),
                        MUTATION: ControllerMutationQuotaManager(stored_quotas)}
+        self.metrics.watch_quotas(self.quotas)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions))
         self.metrics.fetch_session_partitions.set_function(lambda: self.fetch_sessions.cached_partitions)

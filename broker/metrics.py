@@ -89,8 +89,28 @@ class Metrics:
         and a partition that is gone is gone from the answer."""
         self.registry.register(_PartitionGauges(partitions))
 
+    def watch_quotas(self, managers: Mapping[str, Any]) -> None:
+        """Kafka's per-entity quota metrics (``kafka_server_produce_byte_rate``, ...), computed
+        from the quota managers' sensors when scraped (broker.quotas.collect_quota_metrics)."""
+        from broker.quotas import collect_quota_metrics
+
+        self.registry.register(_Computed(lambda: collect_quota_metrics(managers)))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _Computed(Collector):
+    """Families computed by ``families()`` at each scrape."""
+
+    def __init__(self, families: Callable[[], Any]) -> None:
+        self.families = families
+
+    def describe(self):
+        return []  # computed at collection; nothing to check at registration
+
+    def collect(self):
+        yield from self.families()
 
 
 class _PartitionGauges(Collector):

@@ -36,9 +36,16 @@ zero. Older versions are never refused, only throttled afterwards (Kafka's permi
 Connection-creation rates (``connection_creation_rate``, ``max.connection.creation.rate``) are
 counted by ``broker/connection_quotas.py`` with the same :class:`Sensor` and :func:`throttle_s`.
 
-Differs from Kafka: the rates are kept per broker (as in Kafka: quotas are per broker) but not
-exposed as Kafka's per-entity ``Produce``/``Fetch``/``Request`` quota metrics, only as
-``kafka_server_quota_throttle_time`` by kind.
+Each quota's sensor (and mutation bucket) is named by Kafka's metric tags, the client's user and
+client id as far as the quota's entity names them (:func:`_candidates`), so that a default quota
+applies to every user or client id on its own, and is exposed per entity as Kafka's JMX metrics
+are: ``kafka_server_produce_byte_rate`` / ``_throttle_time``, ``kafka_server_fetch_*`` and
+``kafka_server_request_request_time`` / ``_throttle_time`` with ``user`` and ``client_id`` labels
+(:func:`collect_quota_metrics`); the sum of throttle times by kind is
+``kafka_server_quota_throttle_time``.
+
+Differs from Kafka: an entity's ``throttle_time`` metric is the throttle time of its latest
+request, where Kafka's is the average over the quota window.
 """
 
 from __future__ import annotations
@@ -58,11 +65,22 @@ THROTTLED = "The throttling quota has been exceeded."
 WINDOWS, WINDOW_S = 11, 1.0
 
 
-def _candidates(user: str, client_id: str) -> list[str]:
-    """The entity keys that may hold a client's quota, most specific first."""
+Tags = tuple[str, str]  # (user, client id) of a quota's sensor, "" where the quota names none
+
+
+def _candidates(user: str, client_id: str) -> list[tuple[str, Tags]]:
+    """(entity key, sensor tags) of the quotas that may hold a client's, most specific first.
+
+    The tags are Kafka's ``DefaultQuotaCallback.quotaMetricTags``: the client's own user and
+    client id for the parts the quota's entity names, a default included, and "" for the
+    others. They name the sensor, so every user (or client id) under a default quota has a rate
+    of its own, and a user's clients share their user quota's."""
     u, c = (USER, user), (CLIENT_ID, client_id)
     du, dc = (USER, None), (CLIENT_ID, None)
-    return [entity_key(e) for e in ((u, c), (u, dc), (u,), (du, c), (du, dc), (du,), (c,), (dc,))]
+    both, users, clients = (user, client_id), (user, ""), ("", client_id)
+    return [(entity_key(e), tags) for e, tags in (((u, c), both), ((u, dc), both), ((u,), users),
+                                                  ((du, c), both), ((du, dc), both), ((du,), users),
+                                                  ((c,), clients), ((dc,), clients))]
 
 
 class Sensor:
@@ -113,15 +131,15 @@ class QuotaManager:
         self.quotas = quotas  # the cluster's stored quotas, read at each request
         self.clock = clock
 
-    def quota_for(self, user: str, client_id: str) -> tuple[str, float] | None:
-        """(entity key, bytes per second) of the quota that applies, or None."""
+    def quota_for(self, user: str, client_id: str) -> tuple[Tags, float] | None:
+        """(sensor tags, bytes per second) of the quota that applies, or None."""
         stored = self.quotas()
         if not stored:
             return None
-        for key in _candidates(user, client_id):
+        for key, tags in _candidates(user, client_id):
             limit = stored.get(key, {}).get(self.kind)
             if limit is not None:
-                return key, limit
+                return tags, limit
         return None
 
 
@@ -132,7 +150,8 @@ class ClientQuotaManager(QuotaManager):
     def __init__(self, kind: str, quotas: Callable[[], Mapping[str, Mapping[str, float]]],
                  clock: Callable[[], float] = time.monotonic, max_throttle_s: float = WINDOWS * WINDOW_S) -> None:
         super().__init__(kind, quotas, clock)
-        self.sensors: dict[str, Sensor] = {}
+        self.sensors: dict[Tags, Sensor] = {}
+        self.throttled_ms: dict[Tags, int] = {}  # each sensor's latest throttle time (the metric)
         self.max_throttle_s = max_throttle_s
 
     def record(self, user: str, client_id: str, size: float) -> int:
@@ -140,11 +159,17 @@ class ClientQuotaManager(QuotaManager):
         found = self.quota_for(user, client_id)
         if found is None:
             return 0
-        key, limit = found
+        tags, limit = found
         now = self.clock()
-        sensor = self.sensors.setdefault(key, Sensor())
+        sensor = self.sensors.setdefault(tags, Sensor())
         sensor.record(size, now)
-        return int(throttle_s(sensor, limit, now, self.max_throttle_s) * 1000)
+        ms = self.throttled_ms[tags] = int(throttle_s(sensor, limit, now, self.max_throttle_s) * 1000)
+        return ms
+
+    def rates(self) -> list[tuple[Tags, float, int]]:
+        """(tags, rate, latest throttle time in ms) of every sensor, for the metrics."""
+        now = self.clock()
+        return [(tags, sensor.rate(now), self.throttled_ms.get(tags, 0)) for tags, sensor in self.sensors.items()]
 
     def unrecord(self, user: str, client_id: str, size: int) -> None:
         """Take back bytes that were not sent after all (a throttled fetch's)."""
@@ -241,7 +266,7 @@ class ControllerMutationQuotaManager(QuotaManager):
     def __init__(self, quotas: Callable[[], Mapping[str, Mapping[str, float]]],
                  clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(MUTATION, quotas, clock)
-        self.buckets: dict[str, TokenBucket] = {}
+        self.buckets: dict[Tags, TokenBucket] = {}
 
     def record(self, user: str, client_id: str, mutations: int, strict: bool) -> int:
         """Take ``mutations`` partitions from the client's bucket; the throttle time in ms that
@@ -250,9 +275,9 @@ class ControllerMutationQuotaManager(QuotaManager):
         found = self.quota_for(user, client_id)
         if found is None:
             return 0
-        key, rate = found
+        tags, rate = found
         now = self.clock()
-        bucket = self.buckets.setdefault(key, TokenBucket(now))
+        bucket = self.buckets.setdefault(tags, TokenBucket(now))
         if rate <= 0:
             if strict:
                 raise ThrottlingQuotaExceeded(int(WINDOWS * WINDOW_S * 1000))
@@ -278,3 +303,27 @@ def _refill_ms(credits: float, rate: float) -> int:
 def user_name(principal: str) -> str:
     """The quota user of a principal (``User:alice`` -> ``alice``), as Kafka's sanitized name."""
     return principal.partition(":")[2] or principal
+
+
+# Kafka's JMX type of each quota kind, and its rate attribute (kafka.server:type=Produce,user=..,client-id=..)
+QUOTA_METRICS = {PRODUCE: ("produce", "byte_rate"), FETCH: ("fetch", "byte_rate"), REQUEST: ("request", "request_time")}
+
+
+def collect_quota_metrics(managers: Mapping[str, QuotaManager]):
+    """Prometheus families of every measured quota entity (a collector's ``collect``)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    for kind, (jmx_type, rate_name) in QUOTA_METRICS.items():
+        manager = managers.get(kind)
+        if not isinstance(manager, ClientQuotaManager):
+            continue
+        rate = GaugeMetricFamily(f"kafka_server_{jmx_type}_{rate_name}",
+                                 f"{kind} used per second by the quota entity", labels=["user", "client_id"])
+        throttle = GaugeMetricFamily(f"kafka_server_{jmx_type}_throttle_time",
+                                     "Milliseconds the quota entity's latest request was throttled",
+                                     labels=["user", "client_id"])
+        for (user, client_id), value, ms in manager.rates():
+            rate.add_metric([user, client_id], value)
+            throttle.add_metric([user, client_id], ms)
+        yield rate
+        yield throttle

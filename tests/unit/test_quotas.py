@@ -65,3 +65,24 @@ def test_the_throttle_is_capped_at_the_whole_window_and_a_fetch_can_give_bytes_b
 
 def test_principals_are_quota_users():
     assert user_name("User:alice") == "alice" and user_name("User:ANONYMOUS") == "ANONYMOUS"
+
+
+def test_every_user_under_the_default_user_quota_has_a_rate_of_its_own():
+    """Kafka's quota metric tags: the default user quota applies to each user on its own (two
+    users at 900 B/s each are both within 1000 B/s), and a user's client ids share its quota."""
+    m, _ = manager({((U, None),): {PRODUCE: 1000.0}})
+    assert m.record("alice", "app", 9_000) == 0 and m.record("bob", "app", 9_000) == 0
+    assert m.quota_for("alice", "app")[0] == ("alice", "") and m.quota_for("bob", "x")[0] == ("bob", "")
+    assert m.record("alice", "other-app", 6_000) == 5_000  # alice's two clients: 15000 B / 10 s
+
+
+def test_quota_metrics_are_kafkas_per_entity_byte_rate_and_throttle_time():
+    from broker.quotas import collect_quota_metrics
+
+    m, _ = manager({((U, "alice"), (C, None)): {PRODUCE: 1000.0}})
+    m.record("alice", "app", 15_000)
+    families = {f.name: f for f in collect_quota_metrics({PRODUCE: m})}
+    rate = families["kafka_server_produce_byte_rate"].samples[0]
+    throttle = families["kafka_server_produce_throttle_time"].samples[0]
+    assert rate.labels == {"user": "alice", "client_id": "app"} and rate.value == 1500.0
+    assert throttle.labels == rate.labels and throttle.value == 5000

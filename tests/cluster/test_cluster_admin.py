@@ -290,15 +290,15 @@ def test_kafka_features_upgrades_and_downgrades_every_broker(cluster, kafka_libs
     row = next(line for line in described.splitlines() if "Feature: transaction.version" in line)
     assert dict(re.findall(r"(\w+): (\S+)", row)).items() >= {
         "SupportedMinVersion": "0", "SupportedMaxVersion": "2", "FinalizedVersionLevel": "2"}.items(), row
+
+    def change(node, verb: str, level: int) -> None:
+        res = kafka("kafka-features", "--bootstrap-server", node.address, verb, "--feature",
+                    f"transaction.version={level}")
+        assert f"transaction.version was {verb}d to {level}." in res.stdout, res.stdout
+        for each in cluster.nodes.values():
+            wait_for(lambda each=each: finalized(each) == level, 30, f"broker {each.node_id} to answer {level}")
+
     try:
-        res = kafka("kafka-features", "--bootstrap-server", first.address, "downgrade", "--feature",
-                    "transaction.version=1")
-        assert "transaction.version was downgraded to 1." in res.stdout, res.stdout
-        for node in cluster.nodes.values():
-            wait_for(lambda node=node: finalized(node) == 1, 30, f"broker {node.node_id} to answer level 1")
+        change(first, "downgrade", 1)
     finally:
-        res = kafka("kafka-features", "--bootstrap-server", last.address, "upgrade", "--feature",
-                    "transaction.version=2")
-    assert "transaction.version was upgraded to 2." in res.stdout, res.stdout
-    for node in cluster.nodes.values():
-        wait_for(lambda node=node: finalized(node) == 2, 30, f"broker {node.node_id} to answer level 2")
+        change(last, "upgrade", 2)

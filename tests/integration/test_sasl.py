@@ -705,13 +705,9 @@ def test_kafka_tools_log_in_with_command_config(broker, ca, kafka_libs, tmp_path
         allow(broker.bootstrap, topic_name, f"User:{user}", AclOperation.WRITE)
         allow(broker.bootstrap, topic_name, f"User:{user}", AclOperation.READ)
         group = f"g-{topic_name}"
-        from confluent_kafka.admin import AclBinding, AclPermissionType, ResourcePatternType, ResourceType
+        from confluent_kafka.admin import ResourceType
 
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        for f in admin.create_acls([AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL,
-                                               f"User:{user}", "*", AclOperation.READ,
-                                               AclPermissionType.ALLOW)]).values():
-            f.result(20)
+        allow(broker.bootstrap, group, f"User:{user}", AclOperation.READ, ResourceType.GROUP)
         kafka("kafka-console-producer", "--bootstrap-server", address, "--command-config", config,
               "--topic", topic_name, input="from-the-java-client\n")
         read = kafka("kafka-console-consumer", "--bootstrap-server", address, "--command-config", config,

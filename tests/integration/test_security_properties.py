@@ -21,12 +21,9 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     AdminClient,
     NewTopic,
-    ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
@@ -35,6 +32,7 @@ from confluent_kafka.admin import (
 
 from tests.integration.test_kafka_tools import kafka, kafka_libs  # noqa: F401  (fixture)
 from tests.support.broker_process import REPO, BrokerProcess
+from tests.support.clients import allow
 from tools.dev_ca import DevCA
 from tools.devcluster import free_port
 
@@ -131,13 +129,9 @@ def librdkafka(broker, ca, protocol: str, mechanism: str | None, user: str, pass
 
 def grant(broker, topic: str, group: str, principal: str) -> None:
     """What a producer and a group consumer of ``topic`` need, and nothing more."""
-    acls = [AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", op,
-                       AclPermissionType.ALLOW)
-            for op in (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE)]
-    acls.append(AclBinding(ResourceType.GROUP, group, ResourcePatternType.LITERAL, principal, "*",
-                           AclOperation.READ, AclPermissionType.ALLOW))
-    for f in broker.admin.create_acls(acls).values():
-        f.result(20)
+    for op in (AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE):
+        allow(broker.admin, topic, principal, op)
+    allow(broker.admin, group, principal, AclOperation.READ, ResourceType.GROUP)
 
 
 @pytest.fixture

@@ -39,11 +39,14 @@ def delivery_errors(config: dict, topic: str, n: int = 3, timeout: float = 15.0)
     return errors
 
 
-def allow(bootstrap: str | dict, topic: str, principal: str, operation: AclOperation = AclOperation.WRITE) -> None:
-    """An ALLOW ACL for ``principal`` on ``topic`` from any host (``bootstrap``: a bootstrap
-    string, or a whole client config for a listener that needs credentials)."""
-    client = admin(bootstrap) if isinstance(bootstrap, str) else AdminClient(bootstrap)
-    acl = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", operation,
+def allow(bootstrap: str | dict | AdminClient, topic: str, principal: str,
+          operation: AclOperation = AclOperation.WRITE, resource_type: ResourceType = ResourceType.TOPIC) -> None:
+    """An ALLOW ACL for ``principal`` on ``topic`` (or another resource of that name) from any
+    host (``bootstrap``: a bootstrap string, a whole client config for a listener that needs
+    credentials, or an admin client)."""
+    client = (admin(bootstrap) if isinstance(bootstrap, str) else
+              bootstrap if isinstance(bootstrap, AdminClient) else AdminClient(bootstrap))
+    acl = AclBinding(resource_type, topic, ResourcePatternType.LITERAL, principal, "*", operation,
                      AclPermissionType.ALLOW)
     for f in client.create_acls([acl]).values():
         f.result(20)

@@ -315,12 +315,3 @@ def test_each_refusal_leaves_the_broker_serving_everyone_else(broker, ca, names,
     grant(broker, topic, group, "User:alice")
     assert via_confluent_kafka(broker, ca, LOGINS["PLAIN"], topic, group) == [b"confluent-kafka"]
 
-
-def test_kafka_python_with_a_wrong_password_is_refused(broker, ca):
-    from kafka import KafkaAdminClient
-    from kafka.errors import KafkaError as KafkaPythonError
-
-    conf = kafka_python_settings(broker, ca, ("SASL_SSL", "SCRAM-SHA-512", "bob", "wrong"))
-    with pytest.raises(KafkaPythonError):
-        KafkaAdminClient(request_timeout_ms=5000, **conf).close()
-    assert broker.is_alive()

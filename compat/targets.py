@@ -119,6 +119,11 @@ class Target:
     def is_kbroker(self) -> bool:
         return self.name.startswith("kbroker")
 
+    @property
+    def librdkafka_security(self) -> dict[str, str]:
+        """librdkafka's settings for this target's secure listener (none on a plaintext one)."""
+        return self.security.librdkafka() if self.security else {}
+
 
 @contextlib.contextmanager
 def started(name: str, config: dict[str, str] | None = None,

@@ -63,7 +63,7 @@ def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    security = target.security.librdkafka() if target.security else {}
+    security = target.librdkafka_security
     conf = {"bootstrap.servers": target.bootstrap, **security}
     names = {"COMPAT_INPUT": f"bytewax-in-{uuid.uuid4().hex[:6]}", "COMPAT_OUTPUT": f"bytewax-out-{uuid.uuid4().hex[:6]}"}
     admin = AdminClient(conf)

@@ -559,7 +559,7 @@ def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     # client settings as --command-config, the reused scenarios' confluent-kafka clients its
     # librdkafka settings; a plain target gets neither.
     kt.COMMAND_CONFIG = target.security.java_file(workdir / "client.properties") if target.security else None
-    kt.CLIENT_CONFIG = target.security.librdkafka() if target.security else {}
+    kt.CLIENT_CONFIG = target.librdkafka_security
     results = {}
     try:
         for test, (scenario, in_fast, cluster_only) in SCENARIOS.items():

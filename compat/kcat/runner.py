@@ -249,7 +249,7 @@ SCENARIOS: dict[str, Callable[[Ctx], None]] = {f.__name__: f for f in (
 
 def run(target, workdir: Path, fast: bool) -> dict[str, str]:
     """Every scenario (they take a few seconds each, so fast runs them all)."""
-    ctx, results = Ctx(target.bootstrap, target.nodes, target.security.librdkafka() if target.security else {}), {}
+    ctx, results = Ctx(target.bootstrap, target.nodes, target.librdkafka_security), {}
     for name, scenario in SCENARIOS.items():
         try:
             scenario(ctx)

@@ -109,7 +109,7 @@ def _prepare_suite() -> None:
 
 def _eos(target, workdir: Path) -> str:
     scenario = stream_eos.Scenario(replication_factor=min(3, target.nodes))
-    security = target.security.librdkafka() if target.security else {}
+    security = target.librdkafka_security
     try:
         verdict = stream_eos.run([str(PYTHON), str(HERE / "eos_app.py")], {"COMPAT_CLIENT_CONFIG": json.dumps(security)},
                                  target.bootstrap, workdir, scenario, security)

@@ -16,7 +16,7 @@ the kgo tests run on ``mtls``; it has no SASL setting for its clients (``KGO_TES
 feeds ``TestSCRAMAuth``, which dials without TLS), so on ``sasl-ssl`` only the scenarios run.
 
 ``prepare`` builds both binaries into ``~/.cache/kbroker/franz-go-<version>`` (a no-op when the
-sources are unchanged). Each part is bounded and its process group killed by pid on overrun.
+sources are unchanged); ``build_scenarios`` builds only ``main.go``'s. Each part is bounded and its process group killed by pid on overrun.
 """
 
 from __future__ import annotations
@@ -74,12 +74,22 @@ def _go_env() -> dict[str, str]:
     return {**os.environ, "GOFLAGS": "-mod=mod"}
 
 
+def build_scenarios() -> Path:
+    """``main.go``'s binary, built when its sources changed (seconds, once the module is
+    downloaded); also what tests that drive one scenario against their own broker run."""
+    stamp, binary = CACHE / ".stamp-scenarios", CACHE / "franzgo"
+    if not binary.exists() or not stamp.exists() or stamp.read_text() != go_build_stamp(HERE):
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=HERE,
+                       env=_go_env(), check=True, timeout=600, capture_output=True)
+        stamp.write_text(go_build_stamp(HERE))
+    return binary
+
+
 def prepare() -> str:
+    build_scenarios()
     stamp = CACHE / ".stamp"
     if not stamp.exists() or stamp.read_text() != go_build_stamp(HERE):
-        CACHE.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["go", "build", "-o", str(CACHE / "franzgo"), "."], cwd=HERE,
-                       env=_go_env(), check=True, timeout=600, capture_output=True)
         _build_kgo_tests()
         stamp.write_text(go_build_stamp(HERE))
     go = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, timeout=30)

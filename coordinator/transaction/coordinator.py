@@ -21,6 +21,10 @@ timeout) use the cluster's finalized ``transaction.version``. A TV2 commit or ab
 epoch and answers the new producer id and epoch; a retried one (the epoch just before) answers
 them again.
 
+Test fault point (config ``test.fault.points``): ``txn.first.producer.epoch:<n>`` gives a new
+transactional id epoch ``n`` at its first InitProducerId instead of 0, as ``n`` earlier
+incarnations would have, so that epoch exhaustion can be reached over the wire.
+
 Differs from Kafka: a producer starting its next transaction while the last one's markers are
 still in flight waits up to ``MARKER_WAIT_S`` for them before being answered
 CONCURRENT_TRANSACTIONS (Kafka answers at once and the client backs off, typically 20-100 ms).
@@ -36,7 +40,14 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import BackgroundTasks, CoordinatorTimer, LoadProgress, ensure_internal_topic, error_name
+from ..runtime import (
+    BackgroundTasks,
+    CoordinatorTimer,
+    LoadProgress,
+    ensure_internal_topic,
+    error_name,
+    fault_points,
+)
 from .markers import TransactionMarkerChannel
 from .services import TxnServices
 from .state import (
@@ -57,6 +68,7 @@ log = structlog.get_logger("coordinator.transaction")
 MARKER_WAIT_S = 0.05
 TWO_PHASE_COMMIT_TIMEOUT_MS = 2**31 - 1  # Integer.MAX_VALUE: a 2PC transaction never times out
 RF_WARNING_INTERVAL_S = 10.0
+FIRST_EPOCH_FAULT = "txn.first.producer.epoch"  # test fault point (module docstring)
 
 # Reasons, as logged and as the ``reason`` label of the coordinator event counter.
 NEW_INCARNATION = "new incarnation"
@@ -233,6 +245,7 @@ class TransactionCoordinator:
             return error, -1, -1
         if found is None:
             meta = TransactionMetadata(transactional_id, self.s.generate_producer_id(), txn_timeout_ms=timeout_ms,
+                                       producer_epoch=self._first_epoch_fault_point() - 1,
                                        txn_last_update_timestamp=self.s.now_ms())
             error, found = self.state.put_transaction_state_if_not_exists(meta)
             if error:
@@ -256,6 +269,15 @@ class TransactionCoordinator:
             return error, -1, -1
         self._after_init(meta, outcome, previous_epoch, expected)
         return 0, outcome.producer_id, outcome.producer_epoch
+
+    def _first_epoch_fault_point(self) -> int:
+        """The epoch a new transactional id starts at: 0, or the test fault point's (module
+        docstring), capped below exhaustion's MAX - 1 so that the id can still transact once."""
+        first = fault_points(self.s.config("test.fault.points")).get(FIRST_EPOCH_FAULT)
+        if not first:
+            return 0
+        log.warning("txn_first_producer_epoch_set_by_fault_point", epoch=int(first))
+        return min(int(first), MAX_PRODUCER_EPOCH - 2)
 
     def _prepare_init_producer_id_transit(self, meta: TransactionMetadata, timeout_ms: int,
                                           expected: tuple[int, int] | None) -> TxnTransitMetadata | int | None:

@@ -242,6 +242,55 @@ def test_client_quotas_altered_on_one_broker_are_described_by_every_broker(clust
                  f"broker {node.node_id} to forget the quota of {user}")
 
 
+def test_client_quotas_never_throttle_replication(healthy, topic_name):
+    """A default client-id quota far below what replication needs (10 KB/s consumed, 1% of a
+    request thread), in force on every broker: a client under it is throttled, while 3 MB
+    produced with acks=all by a client with a quota of its own are acknowledged and the
+    followers, whose fetches Kafka exempts from client quotas, stay in the ISR."""
+    from confluent_kafka import Consumer, Producer
+
+    from tests.integration.test_client_quotas import alter
+    from tests.integration.test_client_quotas import describe as describe_quotas
+
+    cluster = healthy
+    tight = {"consumer_byte_rate": 10240.0, "request_percentage": 1.0}
+    fast = f"fast-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic_name, 1, replication_factor=3)
+    wait_isr_complete(cluster, topic_name)
+    entries = [({"client-id": None}, tight),
+               ({"client-id": fast}, {"producer_byte_rate": 1e9, "request_percentage": 1e4})]
+    first = cluster.node(min(cluster.nodes)).address
+    assert [code for code, _, _ in alter(first, entries)] == [0, 0]
+    try:
+        for node in cluster.nodes.values():
+            wait_for(lambda node=node: ((("client-id", "<default>"),), tight) in describe_quotas(node.address),
+                     30, f"broker {node.node_id} to apply the default quota")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": fast, "acks": "all",
+                             "linger.ms": 5, "message.timeout.ms": 30000})
+        errors: list = []
+        for _ in range(300):
+            producer.produce(topic_name, b"r" * 10_000, on_delivery=lambda err, _m: err and errors.append(err))
+        assert producer.flush(45) == 0 and errors == []
+        leader, replicas, isr = describe(cluster.bootstrap, topic_name)[0]
+        assert sorted(isr) == sorted(replicas) and len(replicas) == 3
+
+        throttles: list[int] = []
+        reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"slow-{topic_name}",
+                           "client.id": f"slow-{topic_name}", "auto.offset.reset": "earliest",
+                           "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+        try:
+            reader.assign([TopicPartition(topic_name, 0, 0)])
+            deadline = time.monotonic() + 45
+            while not any(t > 0 for t in throttles) and time.monotonic() < deadline:
+                reader.poll(0.2)
+        finally:
+            reader.close()
+        assert any(t > 0 for t in throttles), "the default quota throttled nobody"
+    finally:
+        alter(first, [({"client-id": None}, dict.fromkeys(tight)),
+                       ({"client-id": fast}, {"producer_byte_rate": None, "request_percentage": None})])
+
+
 def test_a_feature_level_changed_through_one_broker_is_answered_by_every_broker(cluster):
     """UpdateFeatures on one broker (a downgrade, then back): every broker's ApiVersions v4
     answers the new finalized level and a newer epoch, from its own image."""

@@ -161,7 +161,7 @@ PARITY_MODULES = $(shell grep -l -e KBROKER_EOS_TARGET -e tests.support.parity -
 PARITY_OUT := bench/results/parity
 parity: tools
 	@mkdir -p $(PARITY_OUT)
-	-$(PY) -m pytest -m "not slow" $(PARITY_MODULES) --junitxml=$(PARITY_OUT)/kbroker.xml $(PYTEST_ARGS)
+	-$(PY) -m pytest -m "not slow or parity_slow" $(PARITY_MODULES) --junitxml=$(PARITY_OUT)/kbroker.xml $(PYTEST_ARGS)
 	-KBROKER_EOS_TARGET=kafka $(PY) -m pytest -m "not slow or kafka_parity" $(PARITY_MODULES) \
 	  --junitxml=$(PARITY_OUT)/kafka.xml $(PYTEST_ARGS)
 	$(PY) -m tests.support.parity_report $(PARITY_OUT)/kbroker.xml $(PARITY_OUT)/kafka.xml docs/parity.md

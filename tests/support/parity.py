@@ -17,6 +17,10 @@ KAFKA = pytest.param("kafka", marks=[pytest.mark.slow, pytest.mark.kafka_parity]
 
 # ``params`` for a module fixture: ours always (Kafka in the slow runs), Kafka alone in the parity run.
 TARGETS = [KAFKA] if PARITY_RUN else ["kbroker", KAFKA]
+# The same for a module too long for ``make test`` even on ours: slow on both; ``make parity``
+# still runs it on both sides (its kbroker run selects ``parity_slow``).
+SLOW_TARGETS = [KAFKA] if PARITY_RUN else [
+    pytest.param("kbroker", marks=[pytest.mark.slow, pytest.mark.parity_slow]), KAFKA]
 
 
 def single_broker(target: str, tmp_path_factory, settings: dict[str, str] | None = None) -> Iterator[str]:

@@ -44,6 +44,9 @@ are: ``kafka_server_produce_byte_rate`` / ``_throttle_time``, ``kafka_server_fet
 (:func:`collect_quota_metrics`); the sum of throttle times by kind is
 ``kafka_server_quota_throttle_time``.
 
+An entity's sensor (or bucket) is dropped after ``SENSOR_EXPIRATION_S`` (an hour) without a
+request, as Kafka expires its quota sensors; looked for every ``SWEEP_INTERVAL_S``.
+
 Differs from Kafka: an entity's ``throttle_time`` metric is the throttle time of its latest
 request, where Kafka's is the average over the quota window.
 """
@@ -63,6 +66,8 @@ REQUEST = "request_percentage"
 MUTATION = "controller_mutation_rate"
 THROTTLED = "The throttling quota has been exceeded."
 WINDOWS, WINDOW_S = 11, 1.0
+SENSOR_EXPIRATION_S = 3600.0  # Kafka's ClientQuotaManager.InactiveSensorExpirationTimeSeconds
+SWEEP_INTERVAL_S = 30.0       # how often Kafka's Metrics looks for expired sensors
 
 
 Tags = tuple[str, str]  # (user, client id) of a quota's sensor, "" where the quota names none
@@ -130,6 +135,25 @@ class QuotaManager:
         self.kind = kind
         self.quotas = quotas  # the cluster's stored quotas, read at each request
         self.clock = clock
+        self.last_used: dict[Tags, float] = {}
+        self._next_sweep = clock() + SWEEP_INTERVAL_S
+
+    def _touch(self, tags: Tags, now: float) -> None:
+        self.last_used[tags] = now
+        self._sweep(now)
+
+    def _sweep(self, now: float) -> None:
+        """Drop the sensors of entities idle for ``SENSOR_EXPIRATION_S``, as Kafka's sensor
+        expiration does, so that a broker seeing ever new client ids keeps no state for them."""
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + SWEEP_INTERVAL_S
+        for tags in [t for t, used in self.last_used.items() if now - used > SENSOR_EXPIRATION_S]:
+            del self.last_used[tags]
+            self._drop(tags)
+
+    def _drop(self, tags: Tags) -> None:
+        """Forget one entity's sensor state."""
 
     def quota_for(self, user: str, client_id: str) -> tuple[Tags, float] | None:
         """(sensor tags, bytes per second) of the quota that applies, or None."""
@@ -161,6 +185,7 @@ class ClientQuotaManager(QuotaManager):
             return 0
         tags, limit = found
         now = self.clock()
+        self._touch(tags, now)
         sensor = self.sensors.setdefault(tags, Sensor())
         sensor.record(size, now)
         ms = self.throttled_ms[tags] = int(throttle_s(sensor, limit, now, self.max_throttle_s) * 1000)
@@ -169,7 +194,12 @@ class ClientQuotaManager(QuotaManager):
     def rates(self) -> list[tuple[Tags, float, int]]:
         """(tags, rate, latest throttle time in ms) of every sensor, for the metrics."""
         now = self.clock()
+        self._sweep(now)
         return [(tags, sensor.rate(now), self.throttled_ms.get(tags, 0)) for tags, sensor in self.sensors.items()]
+
+    def _drop(self, tags: Tags) -> None:
+        self.sensors.pop(tags, None)
+        self.throttled_ms.pop(tags, None)
 
     def unrecord(self, user: str, client_id: str, size: int) -> None:
         """Take back bytes that were not sent after all (a throttled fetch's)."""
@@ -277,6 +307,7 @@ class ControllerMutationQuotaManager(QuotaManager):
             return 0
         tags, rate = found
         now = self.clock()
+        self._touch(tags, now)
         bucket = self.buckets.setdefault(tags, TokenBucket(now))
         if rate <= 0:
             if strict:
@@ -287,6 +318,9 @@ class ControllerMutationQuotaManager(QuotaManager):
             raise ThrottlingQuotaExceeded(_refill_ms(credits, rate))
         bucket.tokens -= mutations
         return _refill_ms(bucket.tokens, rate)
+
+    def _drop(self, tags: Tags) -> None:
+        self.buckets.pop(tags, None)
 
     def throttle_ms(self, user: str, client_id: str) -> int:
         """How long until the client's bucket is back at zero (0: in credit)."""

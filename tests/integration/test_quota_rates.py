@@ -98,3 +98,40 @@ def test_a_limited_producer_gets_its_quota_and_an_unlimited_one_keeps_its_rate(b
     assert any(t > 0 for t in limited.throttles), "the limited producer was never told to back off"
     assert free_rate >= 0.9 * FREE_RATE, f"unlimited producer: {free_rate / FREE_RATE:.2f} x what it offered"
     assert not any(t > 0 for t in free.throttles)
+
+
+RUDE_QUOTA = 256 * 1024  # bytes per second
+RUDE_SECONDS = 6.0
+
+
+def test_a_client_that_ignores_its_throttle_gains_nothing(bootstrap):
+    """A raw client that sends its next Produce as soon as the last one is answered, whatever
+    ``throttle_time_ms`` said: the broker mutes its connection for that long (KIP-219), so over
+    ``RUDE_SECONDS`` it gets no more than its quota allows over the quota window and that time
+    (without the mute it would get a hundred times that on loopback)."""
+    from protocol import records as rb
+    from tests.support.clients import create_topic
+    from tests.support.raw import produce_request
+
+    topic = f"quota-rude-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    rude = f"rude-{uuid.uuid4().hex[:6]}"
+    with RawClient(bootstrap) as c:
+        resp = c.call(49, 1, {"validate_only": False, "entries": [
+            {"entity": [{"entity_type": "client-id", "entity_name": rude}],
+             "ops": [{"key": "producer_byte_rate", "value": float(RUDE_QUOTA), "remove": False}]}]})
+    assert [e.error_code for e in resp.entries] == [0], resp
+    time.sleep(2)  # Kafka applies a new quota asynchronously
+    batch = bytes(rb.build_batch([(None, b"r" * 100_000)], timestamp=int(time.time() * 1000)))
+    acked, throttles = 0, []
+    with RawClient(bootstrap, timeout=30) as c:
+        c.client_id = rude
+        deadline = time.monotonic() + RUDE_SECONDS
+        while time.monotonic() < deadline:
+            r = c.request(0, 9, produce_request(topic, batch, acks=1))
+            assert r.responses[0].partition_responses[0].error_code == 0, r
+            acked += len(batch)
+            throttles.append(r.throttle_time.total_seconds())
+    allowed = RUDE_QUOTA * (RUDE_SECONDS + WARMUP)  # a fresh client's burst, then the quota
+    assert acked <= 1.2 * allowed, f"{acked / allowed:.2f} x what the quota allows"
+    assert max(throttles) > 0, "never told to back off"

@@ -86,3 +86,18 @@ def test_quota_metrics_are_kafkas_per_entity_byte_rate_and_throttle_time():
     throttle = families["kafka_server_produce_throttle_time"].samples[0]
     assert rate.labels == {"user": "alice", "client_id": "app"} and rate.value == 1500.0
     assert throttle.labels == rate.labels and throttle.value == 5000
+
+
+def test_an_entitys_sensor_is_dropped_after_an_hour_without_requests():
+    from broker.quotas import SENSOR_EXPIRATION_S, SWEEP_INTERVAL_S
+
+    m, clock = manager({((C, None),): {PRODUCE: 1000.0}})  # the default client-id: one sensor per id
+    for i in range(100):
+        m.record("u", f"once-{i}", 10)
+    assert len(m.sensors) == 100
+    clock.now += SENSOR_EXPIRATION_S - 60
+    m.record("u", "busy", 10)
+    assert len(m.sensors) == 101  # an hour has not passed yet
+    clock.now += 60 + SWEEP_INTERVAL_S
+    assert [tags for tags, _, _ in m.rates()] == [("", "busy")]  # a scrape sweeps too
+    assert set(m.throttled_ms) == {("", "busy")}

@@ -188,6 +188,8 @@ class Broker:
                 log.warning("metrics_listener_unavailable", listener=ml, error=str(exc))
         self.tasks.append(loop.create_task(self._periodic(self._retention_pass,
                                                           self.config["log.retention.check.interval.ms"])))
+        self.tasks.append(loop.create_task(self._periodic(self._producer_expiration_pass,
+                                                          self.config["producer.id.expiration.check.interval.ms"])))
         self.tasks.append(loop.create_task(self._periodic(self._checkpoint_pass,
                                                           self.config["log.flush.offset.checkpoint.interval.ms"])))
         self.tasks.append(loop.create_task(self._periodic(self._flush_pass, 1000)))
@@ -430,6 +432,11 @@ class Broker:
         deleted = self.replica_manager.apply_retention()
         if deleted:
             log.info("retention_deleted_segments", segments=deleted)
+
+    async def _producer_expiration_pass(self) -> None:
+        expired = self.log_manager.remove_expired_producers()
+        if expired:
+            log.info("expired_producer_ids_removed", producers=expired)
 
     async def _checkpoint_pass(self) -> None:
         await asyncio.to_thread(self.log_manager.checkpoint)

@@ -247,6 +247,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("transaction.partition.verification.enable", _bool, True),
     _k("transaction.two.phase.commit.enable", _bool, False),
     _k("producer.id.expiration.ms", int, 86400000, *at_least(1)),
+    _k("producer.id.expiration.check.interval.ms", int, 600000, *at_least(1)),
     _k("share.coordinator.state.topic.replication.factor", int, 3, *at_least(1)),
     _k("share.coordinator.state.topic.min.isr", int, 2, *at_least(1)),
     _k("share.coordinator.state.topic.num.partitions", int, 50, *at_least(1)),

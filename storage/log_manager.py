@@ -142,8 +142,13 @@ class LogManager:
         now_ms = int(time.time() * 1000)
         for plog in list(self.logs.values()):
             deleted += plog.apply_retention(now_ms)
-            plog.producer_state.remove_expired(now_ms)
         return deleted
+
+    def remove_expired_producers(self) -> int:
+        """Forget the producers idle for ``producer.id.expiration.ms`` with no open
+        transaction (Kafka's periodic producer expiration check); how many."""
+        now_ms = int(time.time() * 1000)
+        return sum(plog.producer_state.remove_expired(now_ms) for plog in list(self.logs.values()))
 
     def close(self) -> None:
         for plog in self.logs.values():

@@ -55,6 +55,7 @@ class EmbeddedCluster(TopicAdmin):
         self.default_replication_factor = min(3, nodes)
         overrides = {**TEST_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
         self._cluster = launcher.DevCluster(str(self.dir), nodes, overrides=overrides)
+        self._cluster.die_with_parent = True  # a test run killed outright leaves nothing behind
 
     @property
     def bootstrap_servers(self) -> str:

@@ -33,6 +33,11 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         pass
 
 
+def child_setup(die_with_parent: bool):
+    """``preexec_fn`` for a child that must die with this process (Linux), else None."""
+    return _die_with_parent if die_with_parent and sys.platform.startswith("linux") else None
+
+
 def spawn(overrides: dict[str, str], log_path: Path, python: str = sys.executable) -> subprocess.Popen:
     cmd = [python, "-m", "broker"]
     for key, value in overrides.items():
@@ -42,7 +47,7 @@ def spawn(overrides: dict[str, str], log_path: Path, python: str = sys.executabl
         out.flush()
         return subprocess.Popen(cmd, cwd=app_root(), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                                preexec_fn=child_setup(True))
 
 
 def wait_answering(proc: subprocess.Popen, host: str, port: int, timeout: float,

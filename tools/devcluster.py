@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from kbroker.process import (
+    child_setup,
     free_port,  # noqa: F401  (the one free-port picker; the tests import it from here)
     terminate,
 )
@@ -98,7 +99,7 @@ class Node:
             out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n")
             out.flush()
             self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=child_setup(self.cluster.die_with_parent))
         if wait:
             self.wait_listening(timeout)
         return self
@@ -158,6 +159,9 @@ class DevCluster:
                       for i in range(1, nodes + 1)}
         self.etcd: subprocess.Popen | None = None
         self.prefix = "/kbroker"
+        # Set by an owner that must not leave processes behind if it is killed outright (the
+        # pytest plugin's EmbeddedCluster): etcd and the brokers get a parent-death signal.
+        self.die_with_parent = False
 
     # --- configuration --------------------------------------------------------------------------
 
@@ -205,7 +209,8 @@ class DevCluster:
         if self.security is not None:
             cmd += self.security.etcd_flags()
         with open(os.path.join(self.data_dir, "etcd.log"), "a") as out:
-            self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=child_setup(self.die_with_parent))
         wait_for_port(self.etcd_port, timeout, self.etcd, "etcd", self.etcd_host)
         self._wait_etcd_healthy(timeout)
 

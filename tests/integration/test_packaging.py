@@ -228,3 +228,30 @@ def test_wheel_with_testing_extra_serves_a_user_project(tmp_path):
     assert [pid for pid in pids if _alive(pid)] == []
     app = venv.glob("lib/python*/site-packages/kbroker/_app")
     assert _processes_in(next(app)) == []  # brokers restarted by the tests (new pids) are gone too
+
+
+OWNER = '''
+import sys
+from kbroker.cluster import EmbeddedCluster
+
+cluster = EmbeddedCluster(nodes=1).start()
+print(cluster.etcd_pid, cluster.pid(1), flush=True)
+sys.stdin.read()  # until killed
+'''
+
+
+@pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed (make tools installs it)")
+def test_a_cluster_whose_owner_is_killed_outright_leaves_no_process_behind(tmp_path):
+    """The ``kafka_cluster`` fixture's EmbeddedCluster: etcd and its brokers get a parent-death
+    signal, so a test run killed -9 (a CI timeout) leaves neither behind, as a single broker's."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], cwd=tmp_path, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids), pids
+    finally:
+        owner.kill()
+        owner.wait(10)
+    from tests.support.cluster import wait_for
+
+    wait_for(lambda: not any(_alive(p) for p in pids), 30, "etcd and the broker to die with their owner")

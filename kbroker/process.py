@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,8 +35,11 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 def child_setup(die_with_parent: bool):
-    """``preexec_fn`` for a child that must die with this process (Linux), else None."""
-    return _die_with_parent if die_with_parent and sys.platform.startswith("linux") else None
+    """``preexec_fn`` for a child that must die with this process (Linux), else None. Only from
+    the main thread: Linux sends the signal when the thread that forked exits, so a child
+    started from a worker thread would die with that thread."""
+    wanted = die_with_parent and threading.current_thread() is threading.main_thread()
+    return _die_with_parent if wanted and sys.platform.startswith("linux") else None
 
 
 def spawn(overrides: dict[str, str], log_path: Path, python: str = sys.executable) -> subprocess.Popen:

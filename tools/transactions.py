@@ -18,6 +18,10 @@ Commands, options and output columns follow Kafka 4.3.1's
     coordinator. Columns: CoordinatorId, TransactionalId, ProducerId, ProducerEpoch,
     TransactionState, TransactionTimeoutMs, CurrentTransactionStartTimeMs,
     TransactionDurationMs, TopicPartitions (sorted; Kafka prints a HashSet's order).
+    Our addition: ``--show-version`` adds a TransactionVersion column, the client transaction
+    version (0-2, KIP-890) of the id's latest record in ``__transaction_state``, read from the
+    coordinator with Fetch, since DescribeTransactions v0 has no field for it (so Kafka's tool
+    cannot show it); works against Kafka 4.x too, whose records carry the same tagged field.
 ``describe-producers --topic T --partition P [--broker-id N]``
     DescribeProducers v0 to the partition's leader (or to broker N, e.g. a follower).
     Columns: ProducerId, ProducerEpoch, LatestCoordinatorEpoch, LastSequence,
@@ -78,6 +82,9 @@ PROG = "kbroker-transactions"
 
 DESCRIBE_PRODUCERS = 61
 DESCRIBE_TRANSACTIONS = 65
+FETCH = 1
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+FETCH_BYTES = 8 << 20  # per Fetch of __transaction_state
 LIST_TRANSACTIONS = 66
 WRITE_TXN_MARKERS = 27
 TRANSACTION_KEY = 1
@@ -288,6 +295,50 @@ class Admin:
         retry(attempt, deadline)
         return out
 
+    # -- the transaction log
+    def transaction_version(self, d: TransactionDescription) -> int | None:
+        """The client transaction version of ``d``'s latest record in ``__transaction_state``
+        (None if no record for it is found), read from its coordinator, which leads the
+        partition holding it."""
+        from coordinator.transaction import log as txn_log
+
+        deadline = self.deadline()
+        info = retry(lambda: self._transaction_state_topic(), deadline)
+        partition = txn_log.partition_for(d.transactional_id, len(info.partitions))
+        found: int | None = None
+        offset, end = 0, None
+        while end is None or offset < end:
+            part = retry(lambda offset=offset: self._fetch_transaction_log(d.coordinator_id, partition, offset),
+                         deadline)
+            check(part.error_code)
+            end = part.high_watermark
+            offset = max(offset, part.log_start_offset)
+            records, before = bytes(part.records or b""), offset
+            for key, value, next_offset in _log_records(records):
+                offset = max(offset, next_offset)
+                if key is not None and txn_log.decode_key(key) == d.transactional_id:
+                    found = None if value is None else txn_log.decode_value(value).client_transaction_version
+            if offset == before:  # nothing complete came back
+                break
+        return found
+
+    def _transaction_state_topic(self):
+        info = self.client.metadata([TRANSACTION_STATE_TOPIC]).topics.get(TRANSACTION_STATE_TOPIC)
+        if info is None or info.error_code or not info.partitions:
+            raise RetriableApiError(info.error_code if info else ErrorCode.unknown_topic_or_partition)
+        return info
+
+    def _fetch_transaction_log(self, node: int, partition: int, offset: int):
+        resp, _ = self.client.send(node, FETCH, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": FETCH_BYTES, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": TRANSACTION_STATE_TOPIC, "partitions": [{
+                "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": FETCH_BYTES}]}],
+        }, (12, 12))
+        check(resp.error_code)
+        return resp.responses[0].partitions[0]
+
     # -- DescribeProducers
     def describe_producers(self, partitions: Sequence[TopicPartition], broker_id: int | None = None
                            ) -> dict[TopicPartition, list[ProducerState]]:
@@ -444,6 +495,16 @@ def cmd_list(admin: Admin, ns: argparse.Namespace) -> str:
     return render(Table(LIST_HEADERS, LIST_KEYS, rows), ns.json)
 
 
+def _log_records(buf: bytes):
+    """(key, value, next offset) of each record of the complete batches in a Fetch's records."""
+    from protocol import records as rb
+
+    for pos, header in rb.iter_batches(buf):
+        for r in rb.decode_records(buf, pos)[1]:
+            yield r.key, r.value, r.offset + 1
+        yield None, None, header.base_offset + header.last_offset_delta + 1  # past the batch (compacted)
+
+
 def cmd_describe(admin: Admin, ns: argparse.Namespace) -> str:
     tid = ns.transactional_id
     context = f"Failed to describe transaction state of transactional-id `{tid}`"
@@ -458,7 +519,14 @@ def cmd_describe(admin: Admin, ns: argparse.Namespace) -> str:
     duration = None if start is None else admin.now_ms() - start
     row = [d.coordinator_id, tid, d.producer_id, d.producer_epoch, d.state, d.transaction_timeout_ms,
            start, duration, d.topic_partitions]
-    return render(Table(DESCRIBE_HEADERS, DESCRIBE_KEYS, [row]), ns.json, single=True)
+    headers, keys = DESCRIBE_HEADERS, DESCRIBE_KEYS
+    if ns.show_version:
+        try:
+            row.append(admin.transaction_version(d))
+        except KafkaClientError as exc:
+            fail_with(f"Failed to read the transaction log of transactional-id `{tid}`", exc)
+        headers, keys = (*headers, "TransactionVersion"), (*keys, "transaction_version")
+    return render(Table(headers, keys, [row]), ns.json, single=True)
 
 
 def cmd_describe_producers(admin: Admin, ns: argparse.Namespace) -> str:
@@ -677,6 +745,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("describe", parents=[_json_flag()], description="Describe the state of an active transactional-id.",
                        help="describe the state of an active transactional-id")
     p.add_argument("--transactional-id", required=True, help="transactional id")
+    p.add_argument("--show-version", action="store_true",
+                   help="also show the transaction's version (0-2), read from __transaction_state")
 
     p = sub.add_parser("describe-producers", parents=[_json_flag()],
                        help="describe the states of active producers for a topic partition")

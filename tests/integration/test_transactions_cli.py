@@ -310,6 +310,29 @@ def test_describe_unknown_transactional_id(scenario):
                           "TRANSACTIONAL_ID_NOT_FOUND: The transactionalId could not be found.\n")
 
 
+def test_describe_shows_the_transaction_version(scenario):
+    """``--show-version`` (ours; Kafka's tool has no way to show it): the client transaction
+    version of the id's latest ``__transaction_state`` record, the same on both brokers:
+    librdkafka's transaction (AddPartitionsToTxn, EndTxn v3) is recorded as 0, a TV2 one
+    (Produce v12, EndTxn v5) as 2."""
+    import json
+
+    from tests.integration.test_transaction_version2 import _end, _init
+    from tests.integration.test_transaction_version2 import _produce as produce_v12
+
+    s, bs = scenario, scenario.cluster.bootstrap
+    tv2_id = f"{s.txn_id}-tv2"
+    with RawClient(bs) as c:
+        pid, epoch = _init(c, tv2_id)
+        assert produce_v12(c, s.topic, tv2_id, pid, epoch, 0) == 0
+        assert _end(c, tv2_id, pid, epoch, commit=True)[0] == 0
+    rows = table(ok(bs, "describe", "--transactional-id", s.txn_id, "--show-version"))
+    assert rows[0] == [*DESCRIBE_HEADERS, "TransactionVersion"]
+    assert dict(zip(rows[0], rows[1]))["TransactionVersion"] == "0"
+    described = json.loads(ok(bs, "describe", "--transactional-id", tv2_id, "--show-version", "--json"))
+    assert (described["transaction_version"], described["producer_epoch"]) == (2, epoch + 1)
+
+
 # --------------------------------------------------------------------------- describe-producers
 def test_describe_producers(scenario):
     s, bs = scenario, scenario.cluster.bootstrap

@@ -7,7 +7,8 @@ Behavior:
   answers UNSTABLE_OFFSET_COMMIT meanwhile.
 - KIP-890 verification first (``transaction.partition.verification.enable``): the group's
   ``__consumer_offsets`` partition must be in the producer's transaction (AddOffsetsToTxn),
-  else INVALID_TXN_STATE; a stale producer epoch is INVALID_PRODUCER_EPOCH. The transaction
+  else TRANSACTION_ABORTABLE (v4+; INVALID_TXN_STATE before, as Kafka 4.3.1 answers them); a
+  stale producer epoch is INVALID_PRODUCER_EPOCH. The transaction
   coordinator is asked where it is (AddPartitionsToTxn v4 verify_only to its broker);
   while it cannot answer, COORDINATOR_NOT_AVAILABLE (retriable). A marker that ends the
   transaction while it is verified makes the append INVALID_TXN_STATE (Kafka's
@@ -25,7 +26,7 @@ Behavior:
 Version notes:
 - v2 committed leader epoch; v3 generation, member id, group instance id (KIP-447); v3+
   flexible; before v2 COORDINATOR_LOAD_IN_PROGRESS is answered as COORDINATOR_NOT_AVAILABLE;
-  v5 adds the partition implicitly (above).
+  v4 may answer TRANSACTION_ABORTABLE; v5 adds the partition implicitly (above).
 """
 
 from coordinator.group.metadata import OFFSETS_TOPIC
@@ -55,7 +56,7 @@ async def _verify(ctx: RequestContext, request) -> tuple[int, object | None]:
                                                         request.producer_epoch, [tp], add=add))[tp]
     if code in (ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch):
         return ErrorCode.invalid_producer_epoch, None
-    if code in (ErrorCode.transaction_abortable, ErrorCode.invalid_txn_state):  # ABORTABLE only from v5
+    if code == ErrorCode.transaction_abortable and ctx.api_version < ABORTABLE_VERSION:
         return ErrorCode.invalid_txn_state, None
     if code in _RETRIABLE:
         return ErrorCode.coordinator_not_available, None
@@ -78,6 +79,7 @@ _RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, Er
 
 
 ADD_VERSION = 5  # the group's partition joins the transaction implicitly (transaction version 2)
+ABORTABLE_VERSION = 4  # KIP-890: older clients know TRANSACTION_ABORTABLE as INVALID_TXN_STATE
 
 
 @register(28, 0, 5)

@@ -19,6 +19,7 @@ import pytest
 from coordinator.transaction.state import MAX_PRODUCER_EPOCH
 from protocol import records as rb
 from protocol.errors import ErrorCode
+from tests.cluster.test_tv2_held_produce import elsewhere
 from tests.integration.test_transaction_version2 import _end, _retrying
 from tests.integration.test_txn_coordinator import init_pid, wait_state
 from tests.support.clients import consume_all, create_topic
@@ -55,19 +56,11 @@ def _produce(c: RawClient, topic: str, txn: str, pid: int, epoch: int, value: by
     return _retrying(lambda: c.call(0, 12, request).responses[0].partition_responses[0].error_code, "Produce")
 
 
-def _elsewhere(cluster, prefix: str, leader: int) -> tuple[str, int]:
-    for i in range(100):
-        node = coordinator_node(cluster, f"{prefix}-{i}", TRANSACTION)
-        if node != leader:
-            return f"{prefix}-{i}", node
-    raise AssertionError(f"every transactional id tried is coordinated by the leader {leader}")
-
-
 def test_epoch_exhaustion_moves_to_a_new_producer_id_with_no_gap_in_fencing(cluster, topic_name):
     create_topic(cluster.bootstrap, topic_name, 1, replication_factor=3)
     wait_isr_complete(cluster, topic_name)
     leader = describe(cluster.bootstrap, topic_name)[0][0]
-    txn, coordinator = _elsewhere(cluster, f"{topic_name}-txn", leader)
+    txn, coordinator = elsewhere(cluster, f"{topic_name}-txn", leader)
     with RawClient(cluster.node(leader).address, timeout=30) as lead, \
             RawClient(cluster.node(coordinator).address, timeout=30) as c:
         r = init_pid(c, txn, version=5)

@@ -156,16 +156,34 @@ def test_tv2_offsets_join_the_transaction_with_txn_offset_commit_v5(bootstrap, t
             time.sleep(0.05)
 
 
-def _txn_offset_commit(c: RawClient, txn: str, group: str, pid: int, epoch: int, topic: str, offset: int) -> int:
-    """TxnOffsetCommit v5 of ``offset`` for ``topic``-0 (retried while the coordinator moves)."""
-    def once():
-        r = c.call(28, 5, {"transactional_id": txn, "group_id": group, "producer_id": pid,
-                           "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-                           "group_instance_id": None, "topics": [{"name": topic, "partitions": [
-                               {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
-                                "committed_metadata": ""}]}]})
-        return r.topics[0].partitions[0].error_code
-    return _retrying(once, "TxnOffsetCommit")
+def _txn_offset_commit(c: RawClient, txn: str, group: str, pid: int, epoch: int, topic: str, offset: int,
+                       version: int = 5) -> int:
+    """TxnOffsetCommit (v5) of ``offset`` for ``topic``-0 (retried while the coordinator moves)."""
+    fields = {"transactional_id": txn, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+              "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                         "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+    if version >= 3:
+        fields.update({"generation_id": -1, "member_id": "", "group_instance_id": None})
+    return _retrying(lambda: c.call(28, version, fields).topics[0].partitions[0].error_code, "TxnOffsetCommit")
+
+
+def test_a_tv1_offset_commit_outside_its_transaction_is_refused_by_version(bootstrap, topic):
+    """KIP-890 part 1: TxnOffsetCommit without AddOffsetsToTxn (the group's offsets partition
+    not in the transaction) is TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE before, which a
+    Java producer on v4 takes as abortable, not fatal."""
+    seen = {}
+    with RawClient(bootstrap) as c:
+        for version in (2, 3, 4):
+            txn, group = f"{topic}-v{version}", f"{topic}-group-v{version}"
+            pid, epoch = _init(c, txn)
+            _retrying(lambda group=group: c.call(10, 4, {"key_type": 0, "coordinator_keys": [group]})
+                      .coordinators[0].error_code, "FindCoordinator")
+            r = c.call(24, 3, {"v3_and_below_transactional_id": txn, "v3_and_below_producer_id": pid,
+                               "v3_and_below_producer_epoch": epoch,
+                               "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+            assert r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
+            seen[version] = E(_txn_offset_commit(c, txn, group, pid, epoch, topic, 7, version=version))
+    assert seen == {2: E.invalid_txn_state, 3: E.invalid_txn_state, 4: E.transaction_abortable}
 
 
 def committed_offset(c: RawClient, group: str, topic: str) -> int:

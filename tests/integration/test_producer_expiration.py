@@ -12,7 +12,7 @@ from tests.support.cluster import wait_for
 from tests.support.eos_accept import describe_producers
 from tests.support.raw import RawClient
 
-EXPIRY = {"producer.id.expiration.ms": "1500", "producer.id.expiration.check.interval.ms": "200"}
+EXPIRY = {"producer.id.expiration.ms": "4000", "producer.id.expiration.check.interval.ms": "200"}
 
 
 def _listed(bootstrap: str, topic: str) -> set[int]:

@@ -61,6 +61,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NoReturn
 
 from kio.schema.errors import ErrorCode
@@ -303,13 +304,15 @@ class Admin:
         from coordinator.transaction import log as txn_log
 
         deadline = self.deadline()
-        info = retry(lambda: self._transaction_state_topic(), deadline)
+        info = retry(self._transaction_state_topic, deadline)
         partition = txn_log.partition_for(d.transactional_id, len(info.partitions))
         found: int | None = None
         offset, end = 0, None
         while end is None or offset < end:
-            part = retry(lambda offset=offset: self._fetch_transaction_log(d.coordinator_id, partition, offset),
-                         deadline)
+            part = retry(partial(self._fetch_transaction_log, d.coordinator_id, partition, offset), deadline)
+            if part.error_code == ErrorCode.offset_out_of_range and part.log_start_offset > offset:
+                offset = part.log_start_offset  # the log's start moved (compaction, retention)
+                continue
             check(part.error_code)
             end = part.high_watermark
             offset = max(offset, part.log_start_offset)

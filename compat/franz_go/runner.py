@@ -16,7 +16,8 @@ the kgo tests run on ``mtls``; it has no SASL setting for its clients (``KGO_TES
 feeds ``TestSCRAMAuth``, which dials without TLS), so on ``sasl-ssl`` only the scenarios run.
 
 ``prepare`` builds both binaries into ``~/.cache/kbroker/franz-go-<version>`` (a no-op when the
-sources are unchanged); ``build_scenarios`` builds only ``main.go``'s. Each part is bounded and its process group killed by pid on overrun.
+sources are unchanged); ``build_scenarios`` builds only ``main.go``'s. Each part is bounded and
+its process group killed by pid on overrun.
 """
 
 from __future__ import annotations

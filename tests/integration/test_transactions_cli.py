@@ -321,10 +321,11 @@ def test_describe_shows_the_transaction_version(scenario):
     from tests.integration.test_transaction_version2 import _produce as produce_v12
 
     s, bs = scenario, scenario.cluster.bootstrap
-    tv2_id = f"{s.txn_id}-tv2"
+    tv2_id, tv2_topic = f"{s.txn_id}-tv2", f"{s.topic}-tv2"  # its own topic: the others' producers stay as they are
+    create_topic(bs, tv2_topic, 1)
     with RawClient(bs) as c:
         pid, epoch = _init(c, tv2_id)
-        assert produce_v12(c, s.topic, tv2_id, pid, epoch, 0) == 0
+        assert produce_v12(c, tv2_topic, tv2_id, pid, epoch, 0) == 0
         assert _end(c, tv2_id, pid, epoch, commit=True)[0] == 0
     rows = table(ok(bs, "describe", "--transactional-id", s.txn_id, "--show-version"))
     assert rows[0] == [*DESCRIBE_HEADERS, "TransactionVersion"]

@@ -31,11 +31,11 @@ def bootstrap(request, tmp_path_factory):
     yield from single_broker(request.param, tmp_path_factory)
 
 
-def _set_quota(bootstrap: str, client_id: str) -> None:
+def _set_quota(bootstrap: str, client_id: str, rate: float = QUOTA) -> None:
     with RawClient(bootstrap) as c:
         resp = c.call(49, 1, {"validate_only": False, "entries": [
             {"entity": [{"entity_type": "client-id", "entity_name": client_id}],
-             "ops": [{"key": "producer_byte_rate", "value": float(QUOTA), "remove": False}]}]})
+             "ops": [{"key": "producer_byte_rate", "value": float(rate), "remove": False}]}]})
     assert [e.error_code for e in resp.entries] == [0], resp
 
 
@@ -116,11 +116,7 @@ def test_a_client_that_ignores_its_throttle_gains_nothing(bootstrap):
     topic = f"quota-rude-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 1)
     rude = f"rude-{uuid.uuid4().hex[:6]}"
-    with RawClient(bootstrap) as c:
-        resp = c.call(49, 1, {"validate_only": False, "entries": [
-            {"entity": [{"entity_type": "client-id", "entity_name": rude}],
-             "ops": [{"key": "producer_byte_rate", "value": float(RUDE_QUOTA), "remove": False}]}]})
-    assert [e.error_code for e in resp.entries] == [0], resp
+    _set_quota(bootstrap, rude, RUDE_QUOTA)
     time.sleep(2)  # Kafka applies a new quota asynchronously
     batch = bytes(rb.build_batch([(None, b"r" * 100_000)], timestamp=int(time.time() * 1000)))
     acked, throttles = 0, []

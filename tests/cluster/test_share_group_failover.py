@@ -9,6 +9,7 @@ import uuid
 from tests.integration.test_share_groups import assigned, heartbeat
 from tests.support.clients import create_topic
 from tests.support.cluster import GROUP, coordinator_node, wait_for, wait_internal_isr_complete
+from tests.support.eos_accept import RETRIABLE_COORDINATOR
 from tests.support.raw import RawClient
 
 
@@ -17,16 +18,28 @@ def _describe(address: str, group: str):
         return c.call(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
 
 
+def _join(cluster, group: str, member: str, topic: str) -> int:
+    """The member's first heartbeat, on whichever broker coordinates the group once it has loaded
+    its ``__consumer_offsets`` partition (a broker the previous test restarted may still be
+    loading it, or may have just handed its leadership back); returns that broker's node id."""
+    def attempt():
+        node = coordinator_node(cluster, group, GROUP)
+        with RawClient(cluster.node(node).address, timeout=10) as c:
+            code = heartbeat(c, group, member, 0, [topic]).error_code
+        assert code == 0 or code in RETRIABLE_COORDINATOR, f"heartbeat answered {code}"
+        return code == 0 and (node,)  # a tuple: node 0 is falsy
+    return wait_for(attempt, 60, f"{member} to join {group}")[0]
+
+
 def test_share_group_is_loaded_by_the_new_coordinator_after_a_kill(healthy):
     cluster = healthy
     tag = uuid.uuid4().hex[:6]
     topic, group = f"share-fo-{tag}", f"share-fo-{tag}"
     create_topic(cluster.bootstrap, topic, partitions=2, replication_factor=3)
     wait_internal_isr_complete(cluster)
-    node = coordinator_node(cluster, group, GROUP)
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
+    node = _join(cluster, group, a, topic)
     with RawClient(cluster.node(node).address, timeout=10) as c:
-        assert heartbeat(c, group, a, 0, [topic]).error_code == 0
         assert heartbeat(c, group, b, 0, [topic]).error_code == 0
         assert heartbeat(c, group, a, 1).member_epoch == 2
     before = _describe(cluster.node(node).address, group)

@@ -1,5 +1,7 @@
 """A producer over its ``producer_byte_rate`` gets its quota and no more, and a producer without one
-keeps its rate beside it: our broker and Apache Kafka 4.3.1 (``slow``) by the same script.
+keeps its rate beside it: our broker and Apache Kafka 4.3.1 by the same script. The rate test
+runs for more than a minute, so it is ``slow`` on both (``make parity`` runs it on both sides);
+the rude-client test runs on ours in ``make test``.
 
 Two confluent-kafka producers on one broker: ``limited`` (quota 1 MB/s for its client id) sends
 as fast as it can; ``free`` (no quota) offers 3 MB/s, paced. Counted: the bytes each had
@@ -77,6 +79,8 @@ class Sender(threading.Thread):
         self.producer = None
 
 
+@pytest.mark.slow
+@pytest.mark.parity_slow
 def test_a_limited_producer_gets_its_quota_and_an_unlimited_one_keeps_its_rate(bootstrap):
     from tests.support.clients import create_topic
 

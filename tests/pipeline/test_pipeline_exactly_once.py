@@ -44,6 +44,7 @@ def assert_exact_output(bootstrap: str, name: str, orders: Orders) -> None:
     assert dead == Counter(orders.malformed.items()), "every malformed event exactly once, with its reason"
 
 
+@pytest.mark.slow  # the driver-kill test below runs the same job to the same exact output
 def test_stream_output_is_exactly_the_expected_aggregates(pipeline_broker, orders, tmp_path):
     name = "eos-plain"
     cmd = job_command("stream", pipeline_broker.bootstrap, tmp_path / "ck", name,
@@ -81,4 +82,6 @@ def test_driver_killed_twice_mid_run_output_still_exact(pipeline_broker, orders,
     replayed = [b for b in third.batches("aggregates") if b["replayed_skipped"]]
     assert replayed, "the batch committed before the crash was not recognised on replay"
     assert replayed[0]["records_out"] == 0
+    batches = third.batches("aggregates")
+    assert all({"records_in", "records_out", "dead_lettered", "latency_ms"} <= b.keys() for b in batches)
     assert_exact_output(pipeline_broker.bootstrap, name, orders)

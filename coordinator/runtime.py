@@ -49,10 +49,12 @@ def fault_points(value: object) -> dict[str, str]:
 
 class BackgroundTasks:
     """The tasks a coordinator starts and no request awaits (loads, writes whose requester is
-    gone, periodic jobs), kept so that :meth:`stop` cancels each and waits until it ended."""
+    gone, periodic jobs), kept so that :meth:`stop` cancels each and waits until it ended.
+    Periodic jobs run on ``timer`` (the coordinator's: a unit test's fake clock moves them)."""
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, timer: CoordinatorTimer | None = None) -> None:
         self.owner = owner
+        self.timer: CoordinatorTimer = timer or LoopTimer()
         self.tasks: set[asyncio.Task] = set()
 
     def spawn(self, coro) -> asyncio.Task:
@@ -68,7 +70,7 @@ class BackgroundTasks:
 
     async def _every(self, interval_ms: int, job: Callable[[], Any]) -> None:
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await sleep_on(self.timer, interval_ms)
             try:
                 result = job()
                 if asyncio.iscoroutine(result):

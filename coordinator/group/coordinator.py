@@ -74,7 +74,7 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.ownership = PartitionOwnership(services.metadata_is_current)
         self.active = False
-        self.tasks = BackgroundTasks("group-coordinator")  # writes no request awaits, cleanup
+        self.tasks = BackgroundTasks("group-coordinator", self.timer)  # writes no request awaits, cleanup
         self.loads = BackgroundTasks("group-coordinator-loads")  # partition loads (``loads.join()``)
         # The other group types sharing these partitions (share groups); see :mod:`.extension`.
         self.other_group_types: list[GroupTypeOwner] = []

@@ -37,7 +37,7 @@ import structlog
 from protocol.errors import ErrorCode, KafkaError
 
 from ..group.group_config import config_value
-from ..runtime import BackgroundTasks, CoordinatorTimer, LoopTimer, sleep_on
+from ..runtime import BackgroundTasks, CoordinatorTimer, LoopTimer, TimerHandle, sleep_on
 from ..services import Clock, ConfigReader
 from .partition import (
     AckBatch,
@@ -110,7 +110,7 @@ class _Entry:
     write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     changes: int = 0
     persisted: int = 0
-    expiry: asyncio.TimerHandle | None = None
+    expiry: TimerHandle | None = None
     expiry_at_ms: int = 0
 
 
@@ -119,14 +119,15 @@ class SharePartitionManager:
                  timer: CoordinatorTimer | None = None) -> None:
         self.s = services
         self.persister = persister
-        self.timer: CoordinatorTimer = timer or LoopTimer()  # load back-offs: a test's fake clock
+        # Load back-offs and acquisition-lock expiry: the loop's clock, or a test's fake one.
+        self.timer: CoordinatorTimer = timer or LoopTimer()
         self.entries: dict[SharePartitionKey, _Entry] = {}
         self.loading: dict[SharePartitionKey, asyncio.Future] = {}
         self.load_errors: dict[SharePartitionKey, KafkaError] = {}
         self.background_loads: set[SharePartitionKey] = set()
         self.load_listeners: dict[SharePartitionKey, list[Callable[[], None]]] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
-        self.tasks = BackgroundTasks("share-partitions")
+        self.tasks = BackgroundTasks("share-partitions", self.timer)
 
     # --- configs ------------------------------------------------------------------------------
 
@@ -390,8 +391,9 @@ class SharePartitionManager:
             entry.expiry = None
         if deadline is None:
             return
-        delay_s = max(0, deadline - self.s.now_ms()) / 1000 + 0.005
-        entry.expiry = asyncio.get_running_loop().call_later(delay_s, self._expire, key, entry)
+        # 5 ms late rather than early: the loop may fire a timer up to its clock's resolution
+        # before it is due, and a lock expires only once ``now_ms`` has passed its deadline.
+        entry.expiry = self.timer.schedule(max(0, deadline - self.s.now_ms()) + 5, self._expire, key, entry)
         entry.expiry_at_ms = deadline
 
     def _expire(self, key: SharePartitionKey, entry: _Entry) -> None:

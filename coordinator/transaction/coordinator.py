@@ -32,7 +32,6 @@ CONCURRENT_TRANSACTIONS (Kafka answers at once and the client backs off, typical
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
@@ -44,9 +43,11 @@ from ..runtime import (
     BackgroundTasks,
     CoordinatorTimer,
     LoadProgress,
+    LoopTimer,
     ensure_internal_topic,
     error_name,
     fault_points,
+    sleep_on,
 )
 from .markers import TransactionMarkerChannel
 from .services import TxnServices
@@ -105,11 +106,13 @@ class TransactionCoordinator:
     def __init__(self, services: TxnServices, timer: CoordinatorTimer | None = None) -> None:
         self.s = services
         self.state = TransactionStateManager(services)
-        # The marker channel's back-offs run on ``timer``: the loop's, or a unit test's fake clock.
-        self.markers = TransactionMarkerChannel(services, self.state, timer)
+        # The marker channel's back-offs and the periodic timeout and expiration passes run on
+        # ``timer``: the loop's, or a unit test's fake clock.
+        self.timer: CoordinatorTimer = timer or LoopTimer()
+        self.markers = TransactionMarkerChannel(services, self.state, self.timer)
         self.state.on_pending_completion = self.markers.add_markers_to_send
         self.active = False
-        self.tasks = BackgroundTasks("transaction-coordinator")
+        self.tasks = BackgroundTasks("transaction-coordinator", self.timer)
         # Ids fenced by an abort we started: the incarnation's retry is not a second fence.
         self._fenced_by_abort: dict[str, int] = {}
         self._rf_warned_at = float("-inf")
@@ -151,7 +154,7 @@ class TransactionCoordinator:
     async def _log_load_progress(self, progress: LoadProgress) -> None:
         """The partitions load in the state manager's tasks: poll how many are left."""
         while self.state.is_loading:
-            await asyncio.sleep(min(progress.interval_s, 0.05 * (1 + time.monotonic() - progress.started)))
+            await sleep_on(self.timer, 1000 * min(progress.interval_s, 0.05 * (1 + time.monotonic() - progress.started)))
             if self.state.is_loading:
                 progress.report(progress.partitions - self.state.loading_count)
         progress.finished(transactional_ids=self.state.transaction_count(),

@@ -309,6 +309,23 @@ async def test_offsets_of_an_empty_group_expire_after_retention(harness):
     assert "g" not in h.coordinator.groups
 
 
+async def test_the_retention_pass_runs_on_the_coordinators_clock(tmp_path):
+    h = await Harness(str(tmp_path / "data"), **{"offsets.retention.check.interval.ms": "1000"}).start()
+    try:
+        a, _ = await stable_single_member(h)
+        h.coordinator.classic.leave_group(group_id="g", members=[(a, None)])
+        await settle()
+        assert "g" in h.coordinator.groups          # Empty, no offsets: the next pass forgets it
+        h.timer.advance(999)
+        await settle()
+        assert "g" in h.coordinator.groups
+        h.timer.advance(1)
+        await settle()
+        assert "g" not in h.coordinator.groups
+    finally:
+        await h.stop()
+
+
 def _gate_appends(h: Harness) -> asyncio.Event:
     """Hold every ``__consumer_offsets`` append until the returned event is set."""
     gate = asyncio.Event()

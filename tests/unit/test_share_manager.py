@@ -119,6 +119,38 @@ def test_a_share_coordinator_not_there_yet_is_waited_for_not_answered():
     asyncio.run(scenario())
 
 
+def test_acquisition_locks_expire_on_the_managers_clock_and_the_release_is_persisted():
+    class Clocked(Services):
+        def __init__(self, timer: ManualTimer) -> None:
+            self.timer = timer
+
+        def now_ms(self):
+            return int(self.timer.now_ms)
+
+    async def scenario():
+        timer, persister = ManualTimer(), MemoryPersister()
+        manager = SharePartitionManager(Clocked(timer), persister, timer)
+        log = FakeLog()
+        log.append(2)
+        key = ("g", TOPIC_ID, 0)
+        manager.open_session("g", "m1", 0, object(), acknowledging=False)
+        await manager.share_partition("g", "t", TOPIC_ID, 0, log)
+        assert manager.acquire(key, "m1", log, 500, 1 << 20).count == 2
+        assert manager.acquire(key, "m2", log, 500, 1 << 20).count == 0   # locked by m1
+        timer.advance(29_999)                                             # share.record.lock.duration.ms
+        assert manager.acquire(key, "m2", log, 500, 1 << 20).count == 0
+        timer.advance(10)
+        await _settle(manager)
+        state = persister.states[key]                                     # the release was written
+        assert [(b.first_offset, b.last_offset, b.state.name, b.delivery_count) for b in state.batches] \
+            == [(0, 1, "AVAILABLE", 1)]
+        again = manager.acquire(key, "m2", log, 500, 1 << 20)
+        assert again.count == 2 and {r.delivery_count for r in again.ranges} == {2}
+        assert timer.pending == 1                                         # m2's locks are timed in turn
+
+    asyncio.run(scenario())
+
+
 def test_a_load_error_that_is_not_retriable_is_answered_once():
     class Broken(MemoryPersister):
         async def read_state(self, group_id, topic_id, partition):

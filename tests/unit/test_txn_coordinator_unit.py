@@ -610,6 +610,38 @@ async def test_failed_tombstone_keeps_the_id(env):
     assert c.describe(TXN)["transaction_state"] == "Empty"
 
 
+async def test_the_timeout_and_expiration_passes_run_on_the_coordinators_clock():
+    """The two periodic passes of ``start`` (the Kafka configs' intervals) run when the
+    coordinator's timer passes them, not on the wall clock."""
+    broker = FakeBroker(**{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
+                           "transaction.remove.expired.transaction.cleanup.interval.ms": 60_000,
+                           "transactional.id.expiration.ms": 30_000})
+    c = TransactionCoordinator(broker, broker.timer)
+    await c.start()
+    try:
+        assert c.coordinator_error(TXN) == 0 and c.coordinator_error("idle") == 0
+        assert (await c.init_producer_id("idle", 60000))[0] == 0
+        _, pid, epoch = await c.init_producer_id(TXN, 1000)
+        assert await c.add_partitions(TXN, pid, epoch, {("data", 0)}) == 0
+        broker.clock += 1001  # timed out, but nothing looks until the abort pass is due
+        broker.timer.advance(9_999)
+        await settle()
+        assert c.describe(TXN)["transaction_state"] == "Ongoing"
+        broker.timer.advance(1)
+        await wait_state(c, S.COMPLETE_ABORT)
+        assert broker.markers == [(("data", 0), pid, epoch + 1, False, 0)]
+        broker.clock += 30_000  # both ids idle past the expiration: the removal pass is due at 60 s
+        broker.timer.advance(49_999)
+        await settle()
+        assert c.describe("idle")["error_code"] == 0
+        broker.timer.advance(1)
+        await settle()
+        assert broker.txn_log("idle")[-1] is None and broker.txn_log(TXN)[-1] is None
+        assert c.describe("idle")["error_code"] == E.transactional_id_not_found
+    finally:
+        await c.stop()
+
+
 # --- describe / list ---------------------------------------------------------------------------------------
 
 async def test_describe_and_list(env):

@@ -17,6 +17,8 @@ etcd + three ``python -m broker``, Kafka three combined KRaft nodes), then:
   the brokers' CPU meanwhile.
 - restart: node 3 killed -9 and started again at once; seconds until it answers Metadata
   ("serving") and until it is back in every ISR.
+- profile (``--profile-seconds N``, ours only, after the idle phase): ``bench/cpu_profile.py``'s
+  py-spy flame graph of each broker, still idle, and the functions that held its CPU.
 
 Output: a table on stdout, JSON in ``bench/results/scaling_bench-<time>.json`` and a PNG with
 one panel per figure against the partition count (``bench/results/scaling_bench-<time>.png``).
@@ -38,6 +40,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 import cluster_bench as cb  # noqa: E402  (same directory: the two clusters)
+import cpu_profile  # noqa: E402
 
 log, cpu_seconds = cb.log, cb.cpu_seconds
 AdminClient, NewTopic, ck = cb.AdminClient, cb.NewTopic, cb.ck
@@ -184,6 +187,8 @@ def run_size(make, size: int, args) -> dict:
         time.sleep(args.settle_seconds)
         out = {"isr_fill_s": fill_s, "idle": idle(c, args.idle_seconds)}
         log(f"{c.name}:   idle {out['idle']['broker_cores']:.3f} cores, RSS {out['idle']['rss_mb']:.0f} MB")
+        if args.profile_seconds and isinstance(c, cb.OursCluster):
+            out["profile"] = profile_idle(c, size, args)
         out["latency"] = latency(c, names[0], args.latency_seconds)
         log(f"{c.name}:   acks=all p50 {out['latency']['p50_ms']:.1f} ms, p99 {out['latency']['p99_ms']:.1f} ms")
         out["restart"] = restart(c, names, args.per_topic, args.restart_timeout)
@@ -191,6 +196,17 @@ def run_size(make, size: int, args) -> dict:
         return out
     finally:
         c.stop()
+
+
+def profile_idle(c: cb.Cluster, size: int, args) -> dict:
+    """py-spy of each broker for ``--profile-seconds``, the cluster still idle."""
+    base = args.out_stem.with_name(f"{args.out_stem.name}-{size}-idle")
+    pids = {f"node{node}": pid for node, pid in sorted(c.broker_pids().items())}
+    summaries = cpu_profile.record(pids, args.profile_seconds, base)
+    for name, summary in summaries.items():
+        log(cpu_profile.render(f"{c.name}:   {name}", summary, rows=5))
+    log(f"{c.name}:   flame graphs {base}-node*.svg")
+    return summaries
 
 
 FIGURES = [
@@ -265,6 +281,8 @@ def main(argv=None) -> int:
     ap.add_argument("--kafka-heap", default="-Xmx1G -Xms1G")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the clusters' temp dirs (logs, data)")
+    ap.add_argument("--profile-seconds", type=float, default=0.0,
+                    help="py-spy each of our brokers this long after the idle phase (0: no profile)")
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.idle_seconds, args.latency_seconds, args.settle_seconds = "60,300", 5.0, 5.0, 3.0
@@ -272,6 +290,7 @@ def main(argv=None) -> int:
     results: dict = {t: {} for t in targets}
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_json = Path(args.json) if args.json else REPO / "bench" / "results" / f"scaling_bench-{stamp}.json"
+    args.out_stem = out_json.with_suffix("")
     for size in [int(s) for s in args.sizes.split(",")]:
         for target in targets:
             make = (lambda: cb.OursCluster(dict(cb.OURS_DEFAULT_OVERRIDES), args.keep)) if target == "ours" \
@@ -282,7 +301,7 @@ def main(argv=None) -> int:
                 log(f"{target}: {size} partitions failed: {exc!r}")
                 results[target][str(size)] = {"error": repr(exc)}
             out_json.parent.mkdir(parents=True, exist_ok=True)
-            out_json.write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+            out_json.write_text(json.dumps({"args": vars(args), "results": results}, indent=2, default=str))
     table = render(results)
     print(table)
     png = out_json.with_suffix(".png")

@@ -1,7 +1,8 @@
 """What the group, transaction and share coordinators share: their internal topic's creation
-on first use, partition ownership by leader epoch, loading with retry and its progress, timers
-on an injectable clock, background tasks and periodic jobs, and the mapping of a failed
-internal-topic append to a coordinator error.
+on first use, partition ownership by leader epoch, loading a partition (replay with retry,
+applied only at the epoch it was elected at) and its progress, writes applied only if the
+epoch is unchanged when the append completes, timers on an injectable clock, background tasks
+and periodic jobs, and the mapping of a failed internal-topic append to a coordinator error.
 
 A coordinator owns the partitions of its internal topic (``__consumer_offsets``,
 ``__transaction_state``) that this broker leads. Leadership arrives with a leader epoch, which
@@ -20,7 +21,7 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
@@ -36,6 +37,7 @@ log = structlog.get_logger("coordinator.runtime")
 LOAD_ATTEMPTS = 3
 LOAD_PROGRESS_INTERVAL_S = 2.0  # a long load reports progress this often, not per partition
 T = TypeVar("T")
+R = TypeVar("R")
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -266,6 +268,48 @@ async def load_with_retry(read: Callable[[], T], *, topic: str, partition: int) 
                           attempt=attempt, attempts=LOAD_ATTEMPTS)
             await asyncio.sleep(0.1 * attempt)
     return None
+
+
+async def load_partition(ownership: PartitionOwnership, partition: int, epoch: int, read: Callable[[], T],
+                         apply: Callable[[T], R], *, topic: str) -> R | None:
+    """Load one partition elected at ``epoch``: replay it (``read``, in a worker thread,
+    retried) and, if it is still loading at that epoch once the replay is done (not resigned
+    or re-elected meanwhile: that election loads its own), ``apply`` the replay to memory and
+    own the partition. Returns what ``apply`` returned (a summary of what was loaded, never
+    None), or None when the load failed or was superseded."""
+    loaded = await load_with_retry(read, topic=topic, partition=partition)
+    if ownership.loading.get(partition) != epoch:
+        return None
+    applied = None
+    if loaded is not None:
+        try:
+            applied = apply(loaded)
+        except Exception:
+            log.exception("coordinator_load_apply_failed", topic=topic, partition=partition, epoch=epoch)
+    ownership.finish_load(partition, epoch, applied is not None)
+    return applied
+
+
+async def append_then_apply(ownership: PartitionOwnership, partition: int, append: Callable[[], Awaitable[int]],
+                            apply: Callable[[], None] | None = None, *,
+                            too_large: int = ErrorCode.unknown_server_error) -> int:
+    """A coordinator's write: ``append`` (acks=all) while the partition is owned, then
+    ``apply`` it to memory only if the partition is still owned at the same epoch when the
+    append completes (leadership may have moved, and come back at a newer epoch whose load
+    already holds this write, while it was in flight). 0, else what the coordinator answers:
+    the partition's status when it was not owned, the failed append's error as
+    :func:`append_error` maps it, NOT_COORDINATOR when the epoch moved meanwhile."""
+    epoch = ownership.epoch(partition)
+    if epoch is None:
+        return ownership.status(partition)
+    code = await append()
+    if code:
+        return append_error(code, too_large=too_large)
+    if not ownership.is_current(partition, epoch):
+        return ErrorCode.not_coordinator
+    if apply is not None:
+        apply()
+    return 0
 
 
 def ensure_internal_topic(services: InternalTopics, name: str, partitions: int, configs: dict[str, str],

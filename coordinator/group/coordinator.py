@@ -39,7 +39,7 @@ from ..runtime import (
     PartitionOwnership,
     ensure_internal_topic,
     error_name,
-    load_with_retry,
+    load_partition,
 )
 from .classic import ClassicGroupManager, safe_metadata
 from .consumer_coordinator import ConsumerGroupCoordinator
@@ -194,19 +194,13 @@ class GroupCoordinator:
             try:
                 plog = self.s.local_log(OFFSETS_TOPIC, p)
             except KeyError:
-                plog = None
-            loaded = None if plog is None else await load_with_retry(
-                lambda plog=plog: read_offsets_partition(plog), topic=OFFSETS_TOPIC, partition=p)
-            if loaded is None or self.ownership.loading.get(p) != epoch:  # failed, or resigned meanwhile
                 self.ownership.finish_load(p, epoch, False)
                 continue
-            try:
-                groups, offsets = self._apply_loaded(loaded)
-            except Exception:
-                log.exception("group_metadata_load_failed", topic=OFFSETS_TOPIC, partition=p)
-                self.ownership.finish_load(p, epoch, False)
+            result = await load_partition(self.ownership, p, epoch, lambda plog=plog: read_offsets_partition(plog),
+                                          lambda loaded: (loaded, *self._apply_loaded(loaded)), topic=OFFSETS_TOPIC)
+            if result is None:  # failed, or resigned meanwhile
                 continue
-            self.ownership.finish_load(p, epoch, True)
+            loaded, groups, offsets = result
             total_groups += groups
             total_offsets += offsets
             if loaded.records:

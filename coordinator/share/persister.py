@@ -40,7 +40,14 @@ from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
 
 from ..group.metadata import java_string_hash
-from ..runtime import BackgroundTasks, PartitionOwnership, ensure_internal_topic, replay_latest
+from ..runtime import (
+    BackgroundTasks,
+    PartitionOwnership,
+    append_then_apply,
+    ensure_internal_topic,
+    load_partition,
+    replay_latest,
+)
 from ..services import ConfigReader, InternalTopics, PartitionLog
 from .partition import PersistedState, RecordState, StateBatch
 
@@ -122,15 +129,14 @@ class ShareCoordinator:
             self.states.pop(partition, None)
 
     async def _load(self, partition: int, epoch: int) -> None:
-        try:
-            states = await asyncio.to_thread(self._replay, partition)
-        except Exception:
-            log.exception("share_state_load_failed", partition=partition)
-            self.ownership.finish_load(partition, epoch, False)
-            return
-        if self.ownership.finish_load(partition, epoch, True):
+        def apply(states: dict[StateKey, PersistedState]) -> int:
             self.states[partition] = states
-            log.debug("share_state_loaded", partition=partition, states=len(states))
+            return len(states)
+
+        loaded = await load_partition(self.ownership, partition, epoch, lambda: self._replay(partition), apply,
+                                      topic=STATE_TOPIC)
+        if loaded is not None:
+            log.debug("share_state_loaded", partition=partition, states=loaded)
 
     def _replay(self, partition: int) -> dict[StateKey, PersistedState]:
         """Last value per key wins; a tombstone deletes."""
@@ -151,22 +157,25 @@ class ShareCoordinator:
         return self._owned(partition).get(key)
 
     async def write(self, partition: int, key: StateKey, state: PersistedState | None) -> None:
-        """Append the state (None: a tombstone) with acks=all, then make it the current one."""
+        """Append the state (None: a tombstone) with acks=all, then make it the current one,
+        if this broker still owns the partition at the epoch the write started under."""
         self._owned(partition)
         value = None if state is None else encode_state(state)
         batch = bytes(rb.build_batch([(encode_key(key), value)]))
-        error = await self.s.append(STATE_TOPIC, partition, batch,
-                                    self.s.config("share.coordinator.write.timeout.ms"))
+
+        def apply() -> None:
+            states = self.states.setdefault(partition, {})
+            if state is None:
+                states.pop(key, None)
+            else:
+                states[key] = state
+
+        error = await append_then_apply(
+            self.ownership, partition,
+            lambda: self.s.append(STATE_TOPIC, partition, batch, self.s.config("share.coordinator.write.timeout.ms")),
+            apply)
         if error:
-            raise KafkaError(ErrorCode.coordinator_not_available if error in (
-                ErrorCode.not_enough_replicas, ErrorCode.not_enough_replicas_after_append,
-                ErrorCode.request_timed_out, ErrorCode.unknown_topic_or_partition) else error,
-                f"writing share state to {STATE_TOPIC}-{partition} failed")
-        states = self._owned(partition)
-        if state is None:
-            states.pop(key, None)
-        else:
-            states[key] = state
+            raise KafkaError(error, f"writing share state to {STATE_TOPIC}-{partition} failed")
 
     def keys_of_group(self, group_id: str) -> list[StateKey]:
         return [k for states in self.states.values() for k in states if k[0] == group_id]

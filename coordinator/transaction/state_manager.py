@@ -28,8 +28,9 @@ from ..runtime import (
     BackgroundTasks,
     PartitionOwnership,
     append_error,
+    append_then_apply,
     error_name,
-    load_with_retry,
+    load_partition,
     replay_latest,
 )
 from . import log as txn_log
@@ -157,27 +158,28 @@ class TransactionStateManager:
 
     async def _load(self, partition: int, coordinator_epoch: int) -> None:
         started = time.monotonic()
-        result = await load_with_retry(lambda: self._read_partition(partition), topic=TXN_TOPIC, partition=partition)
-        # Applied only if still loading at the epoch it started under (not resigned or re-elected).
-        if self.ownership.loading.get(partition) != coordinator_epoch:
+
+        def apply(result: tuple[dict[str, TxnTransitMetadata], int]) -> tuple[int, int, list]:
+            transits, records = result
+            txns: dict[str, TransactionMetadata] = {}
+            pending: list[tuple[TransactionMetadata, TxnTransitMetadata]] = []
+            now = self.s.now_ms()
+            for txn_id, transit in transits.items():
+                meta = txns[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
+                if meta.state.is_prepare:
+                    pending.append((meta, meta.prepare_complete(now)))
+            self.txns[partition] = txns
+            return records, len(txns), pending
+
+        # Owned (at this epoch) before the markers go, so that their Complete* append is not refused.
+        loaded = await load_partition(self.ownership, partition, coordinator_epoch,
+                                      lambda: self._read_partition(partition), apply, topic=TXN_TOPIC)
+        if loaded is None:
             return
-        if result is None:
-            self.ownership.finish_load(partition, coordinator_epoch, False)
-            return
-        loaded, records = result
-        txns: dict[str, TransactionMetadata] = {}
-        pending: list[tuple[TransactionMetadata, TxnTransitMetadata]] = []
-        now = self.s.now_ms()
-        for txn_id, transit in loaded.items():
-            meta = txns[txn_id] = TransactionMetadata.from_transit(txn_id, transit)
-            if meta.state.is_prepare:
-                pending.append((meta, meta.prepare_complete(now)))
-        self.txns[partition] = txns
-        # Owned before the markers go, so that their Complete* append is not refused.
-        self.ownership.finish_load(partition, coordinator_epoch, True)
+        records, ids, pending = loaded
         if records or pending:
             log.info("txn_partition_loaded", topic=TXN_TOPIC, partition=partition,
-                     coordinator_epoch=coordinator_epoch, records=records, transactional_ids=len(txns),
+                     coordinator_epoch=coordinator_epoch, records=records, transactional_ids=ids,
                      to_complete=len(pending), seconds=round(time.monotonic() - started, 3))
         for meta, transit in pending:
             log.info("txn_completing_after_load", transactional_id=meta.transactional_id,
@@ -256,27 +258,36 @@ class TransactionStateManager:
         now = self.s.now_ms()
         limit = self.s.config("transactional.id.expiration.ms")
         removed: list[str] = []
-        for p, epoch, txns in self._owned():
-            expired = []
-            for meta in txns.values():
-                if (meta.pending_state is None and meta.state.is_expiration_allowed
-                        and meta.txn_last_update_timestamp <= now - limit):
-                    expired.append((meta, meta.prepare_dead()))
-            if not expired:
-                continue
-            batch = rb.build_batch([(txn_log.encode_key(m.transactional_id), None) for m, _ in expired],
-                                   timestamp=now)
-            timeout = self.s.config("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS
-            code = await self.s.append(TXN_TOPIC, p, bytes(batch), timeout)
-            current = self.txns.get(p) if self.ownership.is_current(p, epoch) else None
-            for meta, transit in expired:
-                if (code == 0 and current is not None and current.get(meta.transactional_id) is meta
-                        and meta.pending_state is TxnState.DEAD and meta.producer_epoch == transit.producer_epoch):
-                    del current[meta.transactional_id]
-                    removed.append(meta.transactional_id)
-                else:
-                    log.warning("txn_id_expiry_failed", transactional_id=meta.transactional_id,
-                                error=error_name(code), pending_state=str(meta.pending_state))
-                    meta.abort_pending()
+        for p, _, txns in self._owned():
+            expired = [(meta, meta.prepare_dead()) for meta in txns.values()
+                       if meta.pending_state is None and meta.state.is_expiration_allowed
+                       and meta.txn_last_update_timestamp <= now - limit]
+            if expired:
+                removed += await self._tombstone(p, expired, now)
         return removed
+
+    async def _tombstone(self, p: int, expired: list[tuple[TransactionMetadata, TxnTransitMetadata]],
+                         now: int) -> list[str]:
+        """Write the tombstones of ``expired`` (prepared Dead) to partition ``p``; the ids whose
+        tombstone is durable, at the epoch it was written under, leave the cache."""
+        batch = bytes(rb.build_batch([(txn_log.encode_key(m.transactional_id), None) for m, _ in expired],
+                                     timestamp=now))
+        timeout = self.s.config("request.timeout.ms") or DEFAULT_REQUEST_TIMEOUT_MS
+        dropped: list[str] = []
+
+        def apply() -> None:
+            current = self.txns.get(p, {})
+            for meta, transit in expired:
+                if (current.get(meta.transactional_id) is meta and meta.pending_state is TxnState.DEAD
+                        and meta.producer_epoch == transit.producer_epoch):
+                    del current[meta.transactional_id]
+                    dropped.append(meta.transactional_id)
+
+        error = await append_then_apply(self.ownership, p, lambda: self.s.append(TXN_TOPIC, p, batch, timeout), apply)
+        for meta, _ in expired:
+            if meta.transactional_id not in dropped:
+                log.warning("txn_id_expiry_failed", transactional_id=meta.transactional_id,
+                            error=error_name(error), pending_state=str(meta.pending_state))
+                meta.abort_pending()
+        return dropped
 

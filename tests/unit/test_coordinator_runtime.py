@@ -1,15 +1,23 @@
-"""Coordinator plumbing without a broker: partition ownership by epoch, load progress, and
-KIP-890 verification batched per coordinator node (a fake inter-broker client)."""
+"""Coordinator plumbing without a broker: partition ownership by epoch, loading and writing at
+an epoch, load progress, and KIP-890 verification batched per coordinator node (a fake
+inter-broker client)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
 from structlog.testing import capture_logs
 
 from broker.txn_verification import AddPartitionsToTxnManager
-from coordinator.runtime import LoadProgress, PartitionOwnership, append_error
+from coordinator.runtime import (
+    LoadProgress,
+    PartitionOwnership,
+    append_error,
+    append_then_apply,
+    load_partition,
+)
 from protocol.errors import ErrorCode as E
 from tests.support.loop import settle
 
@@ -28,6 +36,60 @@ def test_ownership_follows_elections_by_epoch():
     assert not o.finish_load(3, 5, ok=True)  # the old load's completion is ignored
     assert o.resign(3, 6) and o.status(3) == E.not_coordinator
     assert not o.finish_load(3, 6, ok=True)  # resigned while loading: never owned
+
+
+async def test_a_load_is_applied_only_at_the_epoch_it_was_elected_at():
+    o, applied = PartitionOwnership(), []
+    o.begin_load(0, 5)
+    assert await load_partition(o, 0, 5, lambda: "replay", lambda r: applied.append(r) or len(applied),
+                                topic="t") == 1
+    assert applied == ["replay"] and o.is_current(0, 5)
+
+    # Re-elected at 7 while the replay of 6 ran (in its worker thread): 6's replay is dropped,
+    # and the partition stays loading for 7's own load.
+    o.begin_load(1, 6)
+    reading, release = threading.Event(), threading.Event()
+
+    def slow_read():
+        reading.set()
+        release.wait(5)
+        return "stale"
+
+    load = asyncio.ensure_future(load_partition(o, 1, 6, slow_read, applied.append, topic="t"))
+    while not reading.is_set():
+        await asyncio.sleep(0.001)
+    o.begin_load(1, 7)
+    release.set()
+    assert await load is None and "stale" not in applied
+    assert o.status(1) == E.coordinator_load_in_progress
+
+    # A replay that cannot be applied leaves the partition unowned, not loading forever.
+    o.begin_load(2, 1)
+    assert await load_partition(o, 2, 1, lambda: "bad", lambda r: 1 / 0, topic="t") is None
+    assert o.status(2) == E.not_coordinator
+
+
+async def test_a_write_is_applied_only_if_the_epoch_is_unchanged_when_its_append_completes():
+    o, applied = PartitionOwnership(), []
+    o.own(0, 3)
+    gate = asyncio.Event()
+
+    async def append(code=0):
+        await gate.wait()
+        return code
+
+    write = asyncio.ensure_future(append_then_apply(o, 0, append, lambda: applied.append("w")))
+    await settle()
+    o.resign(0, 3)
+    o.begin_load(0, 4)
+    o.finish_load(0, 4, ok=True)   # moved away and back while the append was in flight
+    gate.set()
+    assert await write == E.not_coordinator and applied == []
+    assert await append_then_apply(o, 0, append, lambda: applied.append("w")) == 0 and applied == ["w"]
+    assert await append_then_apply(o, 0, lambda: append(E.not_enough_replicas)) == E.coordinator_not_available
+    assert await append_then_apply(o, 1, append) == E.not_coordinator            # never owned
+    o.begin_load(0, 5)
+    assert await append_then_apply(o, 0, append) == E.coordinator_load_in_progress
 
 
 def test_append_errors_map_as_kafka_maps_them():

@@ -316,6 +316,8 @@ class Broker:
 
     def _on_metadata_change(self, partitions: set, deleted_topics: set) -> None:
         self.replica_manager.apply_delta(partitions, deleted_topics)
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.partitions_changed(partitions)
         if self.share_manager is not None:
             for name in deleted_topics:
                 self.share_manager.forget_partition(name)

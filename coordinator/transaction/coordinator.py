@@ -151,6 +151,11 @@ class TransactionCoordinator:
         self.state.remove_transactions_for_partition(partition, coordinator_epoch)
         self.markers.remove_markers_for_partition(partition)
 
+    def partitions_changed(self, partitions: set[tuple[str, int]]) -> None:
+        """The cluster metadata of ``partitions`` changed (leaders, ISRs): markers in flight to
+        a broker that no longer leads one of them go to the new leader."""
+        self.markers.partitions_changed(partitions)
+
     async def _log_load_progress(self, progress: LoadProgress) -> None:
         """The partitions load in the state manager's tasks: poll how many are left."""
         while self.state.is_loading:

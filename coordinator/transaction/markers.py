@@ -17,7 +17,12 @@ partitions go the same way, over the network. Per partition answer:
 - INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: the transaction's markers are
   cancelled (a newer producer epoch or coordinator took over); no Complete* is written.
 
-A partition whose topic is gone is dropped; one without a leader waits for one. Before each
+A partition whose topic is gone is dropped; one without a leader waits for one. A request
+in flight to a broker that stopped leading one of its partitions (the broker stalled or was
+cut off, and the controller moved its leaderships) is given up at once: its partitions are
+queued again for their current leaders instead of waiting out the request timeout, and its
+late answer, if any, is ignored (a second marker of a transaction already marked is inert).
+Before each
 answer is applied the coordinator epoch is checked: a transaction whose ``__transaction_state``
 partition moved away or was reloaded is cancelled. When no partition is left, Complete* is
 appended (retried while COORDINATOR_NOT_AVAILABLE).
@@ -28,7 +33,8 @@ for that long after Prepare* is durable, while completions resumed after a load 
 coordinator can then be killed, stopped or cut off between PrepareCommit and its markers.
 
 Differs from Kafka: an unexpected per-partition error (Kafka: IllegalStateException, the
-transaction stalls until the coordinator moves) is logged and retried.
+transaction stalls until the coordinator moves) is logged and retried; Kafka's channel waits
+out ``request.timeout.ms`` on a request to a leader that stalled before it re-routes.
 """
 
 from __future__ import annotations
@@ -90,6 +96,16 @@ class PendingMarkers:
     in_queue: set[tuple[str, int]] = field(default_factory=set)
 
 
+@dataclass(eq=False, slots=True)
+class _InFlight:
+    """One WriteTxnMarkers request awaiting its answer; ``moved`` is set when one of its
+    partitions is no longer led by ``node``."""
+
+    node: int
+    partitions: set[tuple[str, int]]
+    moved: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class TransactionMarkerChannel:
     def __init__(self, services: TxnServices, state_manager: TransactionStateManager,
                  timer: CoordinatorTimer | None = None) -> None:
@@ -102,6 +118,7 @@ class TransactionMarkerChannel:
         self.queues: dict[int, list[tuple[PendingMarkers, set[tuple[str, int]]]]] = {}
         self.wakeups: dict[int, asyncio.Event] = {}
         self.senders: dict[int, asyncio.Task] = {}
+        self.in_flight: set[_InFlight] = set()
         self.tasks = BackgroundTasks("transaction-markers")
         faults = fault_points(self.s.config("test.fault.points"))
         self._resumed = asyncio.Event()
@@ -162,6 +179,15 @@ class TransactionMarkerChannel:
         for txn_id, pm in list(self.pending.items()):
             if self.sm.partition_for(txn_id) == partition:
                 self._finish(pm)
+
+    def partitions_changed(self, partitions: set[tuple[str, int]]) -> None:
+        """The metadata of ``partitions`` changed: a request in flight to a broker that no
+        longer leads one of its partitions is given up (:meth:`_send` re-queues it)."""
+        for send in self.in_flight:
+            if not send.moved.is_set() and any(
+                    (leader := self.s.leader(*tp)) is None or leader[0] != send.node
+                    for tp in send.partitions & partitions):
+                send.moved.set()
 
     async def stop(self) -> None:
         for handle in self.timers:
@@ -267,11 +293,32 @@ class TransactionMarkerChannel:
                             "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
                             "coordinator_epoch": pm.coordinator_epoch,
                             "transaction_version": pm.transaction_version})
+        send = _InFlight(node, set().union(*entries.values()))
+        self.in_flight.add(send)
+        # A task of the channel's, so that stop() also ends one given up on below.
+        request = self.tasks.spawn(
+            self.s.send_request(node, WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, {"markers": markers}))
+        moved = asyncio.ensure_future(send.moved.wait())
         try:
-            response = await self.s.send_request(node, WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION,
-                                                 {"markers": markers})
+            await asyncio.wait({request, moved}, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
+            request.cancel()
             raise
+        finally:
+            moved.cancel()
+            self.in_flight.discard(send)
+        if not request.done():
+            # Leadership moved while the request waited on a broker that may never answer.
+            request.add_done_callback(_ignore_late_answer)
+            log.info("txn_markers_rerouted", node_id=node, transactions=len(entries),
+                     partitions=len(send.partitions), reason="a partition's leader changed")
+            for pm, tps in entries.items():
+                pm.in_queue -= tps
+                if self._check_coordinator(pm):
+                    self._enqueue(pm, tps)
+            return
+        try:
+            response = request.result()
         except Exception as exc:  # disconnected, timed out, unreachable: retry everything
             log.info("txn_marker_send_failed", node_id=node, transactions=len(entries), error=str(exc))
             for pm, tps in entries.items():
@@ -355,3 +402,7 @@ class TransactionMarkerChannel:
             self.tasks.spawn(self._write_completion(pm, backoff))
 
 
+def _ignore_late_answer(request: asyncio.Future) -> None:
+    """The answer to a request given up on (its partitions were sent to their new leaders)."""
+    if not request.cancelled():
+        request.exception()

@@ -61,6 +61,7 @@ class FakeBroker:
         self.load_gate: threading.Event | None = None
         self.append_gate: asyncio.Event | None = None
         self.next_pid = 1000
+        self.stalled: set[int] = set()  # nodes that accept requests and never answer (SIGSTOP)
         self.metadata_current = True
         self.tv = 2  # the cluster's finalized transaction.version
         self.timer = ManualTimer()  # the marker channel's back-offs fire only when a test advances it
@@ -123,6 +124,8 @@ class FakeBroker:
         assert (api_key, api_version) == (27, 2)
         await asyncio.sleep(0)
         self.requests.append((node_id, request))
+        if node_id in self.stalled:
+            await asyncio.Event().wait()
         if self.send_failures:
             self.send_failures -= 1
             raise ConnectionError("broken pipe")
@@ -467,6 +470,25 @@ async def test_markers_go_to_each_partitions_leader(env):
     by_node = {node: [(t["name"], p) for m in r["markers"] for t in m["topics"] for p in t["partition_indexes"]]
                for node, r in broker.requests}
     assert by_node == {NODE: [("data", 0)], 3: [("data", 1)]}
+
+
+async def test_markers_waiting_on_a_stalled_leader_go_to_the_new_one_when_leadership_moves(env):
+    broker, c = env
+    broker.topics["data"][1] = [3, 7]   # data-1 led by node 3, which then stalls
+    broker.stalled.add(3)
+    pid, epoch = await begin(c, partitions=(("data", 0), ("data", 1)))
+    assert await end_txn(c, TXN, pid, epoch, True) == 0
+    await settle()
+    _, found = c.state.get_transaction_state(TXN)
+    assert found.meta.partitions == {("data", 1)}     # data-0 done, data-1 waits on node 3
+    c.partitions_changed({("data", 0)})              # an unrelated change: still waiting
+    await settle()
+    assert [n for n, _ in broker.requests].count(3) == 1 and found.meta.state is S.PREPARE_COMMIT
+    broker.topics["data"][1] = [NODE, 8]             # the controller moved data-1
+    c.partitions_changed({("data", 1)})
+    await wait_state(c, S.COMPLETE_COMMIT)           # no back-off, no request timeout
+    assert sorted(tp for tp, *_ in broker.markers) == [("data", 0), ("data", 1)]
+    assert sorted(n for n, _ in broker.requests) == sorted([NODE, 3, NODE])
 
 
 async def test_a_deleted_topic_is_dropped_and_a_leaderless_partition_waits(env):

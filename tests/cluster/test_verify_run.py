@@ -90,7 +90,7 @@ def test_txn_under_kill9_is_valid(tmp_path):
 
 
 def test_read_uncommitted_readers_report_g1a(tmp_path):
-    proc = verify(tmp_path, "--workload", "txn", "--nemesis", "none", "--seconds", "20",
+    proc = verify(tmp_path, "--workload", "txn", "--nemesis", "none", "--seconds", "10",
                   "--isolation", "read_uncommitted", "--seed", "2")
     verdict = last_line(proc.stdout)
     assert proc.returncode == 1, f"{verdict}\n{proc.stderr[-3000:]}"
@@ -108,7 +108,7 @@ def test_read_uncommitted_readers_report_g1a(tmp_path):
 
 
 def test_plain_producers_behind_the_duplicating_proxy_report_duplicates(tmp_path):
-    proc = verify(tmp_path, "--workload", "txn", "--nemesis", "none", "--seconds", "20", "--no-idempotence",
+    proc = verify(tmp_path, "--workload", "txn", "--nemesis", "none", "--seconds", "10", "--no-idempotence",
                   "--seed", "3")
     verdict = last_line(proc.stdout)
     assert proc.returncode == 1, f"{verdict}\n{proc.stderr[-3000:]}"

@@ -1,7 +1,7 @@
 """kbroker-transactions (``python -m tools.transactions``) against real brokers.
 
-Every test runs twice: against a real Apache Kafka 4.3.1 (KRaft, ``compat/kafka/kraft.py``,
-needs Java) and against our broker. Both run with
+Every test runs twice: against our broker (``make test``) and against a real Apache Kafka
+4.3.1 (KRaft, ``compat/kafka/kraft.py``, needs Java; ``slow``, run by ``make parity``). Both run with
 ``transaction.partition.verification.enable=false`` so that a raw client can write
 transactional batches the coordinator never heard of: hanging transactions, the thing
 ``find-hanging`` and ``abort`` are for.
@@ -33,6 +33,7 @@ import pytest
 
 from protocol import records as rb
 from tests.support.clients import create_topic
+from tests.support.parity import TARGETS
 from tests.support.raw import RawClient, produce_request
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +90,7 @@ class Cluster:
     node_id: int = 1
 
 
-@pytest.fixture(scope="module", params=["kafka", "kbroker"])
+@pytest.fixture(scope="module", params=TARGETS)
 def cluster(request, tmp_path_factory):
     if request.param == "kafka":
         if not HAS_JAVA:

@@ -1,7 +1,8 @@
 """The backfill command: the same transformation over an offset range, written exactly once.
 
 A second run with the same checkpoint (the range is pinned there) must be a no-op: nothing is
-written again, the output is unchanged.
+written again, the output is unchanged. Two Spark runs, over a minute: ``slow`` (``make
+test-all``); ``make test`` runs the streaming job's driver-kill test, which shares the sink.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 from tests.pipeline.helpers import Job, job_command, needs_spark
 from tests.pipeline.test_pipeline_exactly_once import aggregates_of, assert_exact_output
 
-pytestmark = [pytest.mark.pipeline, needs_spark]
+pytestmark = [pytest.mark.pipeline, pytest.mark.slow, needs_spark]
 
 
 def summary_of(job: Job) -> dict:

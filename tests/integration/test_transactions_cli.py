@@ -41,6 +41,7 @@ KAFKA_RUN = REPO / "compat" / "kafka" / "kafka-run.sh"
 HAS_JAVA = shutil.which("java") is not None
 NO_VERIFY = {"transaction.partition.verification.enable": "false"}
 AGE_MS = 20 * 60_000 + 30_000  # 20.5 minutes: Duration(min) 20, older than the default 15
+OPEN_TIMEOUT_MS = 600_000  # the open transaction's timeout
 
 LIST_HEADERS = ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
 DESCRIBE_HEADERS = ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch", "TransactionState",
@@ -179,7 +180,8 @@ def scenario(cluster):
     tag = uuid.uuid4().hex[:8]
     topic, txn_id, raw_txn_id = f"txcli-{tag}", f"txcli-app-{tag}", f"txcli-raw-{tag}"
     create_topic(bs, topic, 3)
-    p = ck.Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": 60000,
+    # Open for the whole module: its timeout outlasts a slow run of it (60 s did not, on Kafka).
+    p = ck.Producer({"bootstrap.servers": bs, "transactional.id": txn_id, "transaction.timeout.ms": OPEN_TIMEOUT_MS,
                      "linger.ms": 0})
     p.init_transactions(30)
     before = int(time.time() * 1000)
@@ -275,7 +277,7 @@ def test_describe_open_transaction(scenario):
     row = dict(zip(DESCRIBE_HEADERS, rows[1]))
     assert row["CoordinatorId"] == "1" and row["TransactionalId"] == s.txn_id
     assert row["ProducerId"] == str(open_pid(s)) and row["TransactionState"] == "Ongoing"
-    assert int(row["ProducerEpoch"]) >= 0 and row["TransactionTimeoutMs"] == "60000"
+    assert int(row["ProducerEpoch"]) >= 0 and row["TransactionTimeoutMs"] == str(OPEN_TIMEOUT_MS)
     start = int(row["CurrentTransactionStartTimeMs"])
     assert s.started_ms[0] - 1000 <= start <= s.started_ms[1] + 1000, (start, s.started_ms)
     assert 0 <= int(row["TransactionDurationMs"]) <= int(time.time() * 1000) - start + 1000

@@ -22,10 +22,9 @@ in flight to a broker that stopped leading one of its partitions (the broker sta
 cut off, and the controller moved its leaderships) is given up at once: its partitions are
 queued again for their current leaders instead of waiting out the request timeout, and its
 late answer, if any, is ignored (a second marker of a transaction already marked is inert).
-Before each
-answer is applied the coordinator epoch is checked: a transaction whose ``__transaction_state``
-partition moved away or was reloaded is cancelled. When no partition is left, Complete* is
-appended (retried while COORDINATOR_NOT_AVAILABLE).
+Before each answer is applied the coordinator epoch is checked: a transaction whose
+``__transaction_state`` partition moved away or was reloaded is cancelled. When no partition
+is left, Complete* is appended (retried while COORDINATOR_NOT_AVAILABLE).
 
 Test fault points (config ``test.fault.points``): ``txn.markers.pause`` holds every send;
 ``txn.markers.delay:<ms>`` holds the markers of a transaction ended by its producer (EndTxn)

@@ -1,7 +1,8 @@
 """kbroker-verify end to end on the devcluster (the command line, as CI and users run it).
 
-(a) a 40-second run (three kill -9 faults) of Jepsen's transactional workload under kill -9 of brokers must be valid,
-and must not be vacuous: its history holds acknowledged writes, reads and the final read;
+(a) a 40-second run of Jepsen's transactional workload under kill -9 of brokers (three faults)
+must be valid, and must not be vacuous: its history holds acknowledged writes, reads and the
+final read;
 (b) the sanity modes: readers at read_uncommitted must make the checker report G1a (aborted
 reads), and plain producers (no idempotence, retries) behind the duplicating proxy must make it
 report duplicates, each with the operations that show it, and exit non-zero.

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 RUNTIME_FRAMES = {"<module>", "_run_module_as_main", "_run_code", "run", "run_until_complete",
                   "run_forever", "_run_once", "_run", "main", "_bootstrap", "_bootstrap_inner",
                   "_worker"}
+NO_SAMPLES = "No stack counts found"
 FRAME = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*?)(?::\d+)?\)$")
 
 
@@ -51,10 +52,16 @@ def record(pids: dict[str, int], seconds: float, out: Path, rate: int = 100) -> 
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for p in procs:
         output, _ = p.communicate(timeout=seconds + 120)
-        if p.returncode != 0:
+        # A process that never left its event loop's wait gives py-spy nothing to draw.
+        if p.returncode != 0 and NO_SAMPLES not in output:
             raise RuntimeError(f"py-spy failed ({p.returncode}): {output.strip()[-500:]}")
-    return {name: summarize(out.with_name(f"{out.name}-{name}.txt").read_text(), seconds, rate)
-            for name in pids}
+    summaries = {}
+    for name in pids:
+        svg, raw = (out.with_name(f"{out.name}-{name}{suffix}") for suffix in (".svg", ".txt"))
+        if svg.exists():  # its title is py-spy's command line: no path of this machine
+            svg.write_text(svg.read_text().replace(exe, "py-spy").replace(str(REPO) + "/", ""))
+        summaries[name] = summarize(raw.read_text() if raw.exists() else "", seconds, rate)
+    return summaries
 
 
 def _function(frame: str) -> str:

@@ -188,7 +188,11 @@ def run_size(make, size: int, args) -> dict:
         out = {"isr_fill_s": fill_s, "idle": idle(c, args.idle_seconds)}
         log(f"{c.name}:   idle {out['idle']['broker_cores']:.3f} cores, RSS {out['idle']['rss_mb']:.0f} MB")
         if args.profile_seconds and isinstance(c, cb.OursCluster):
-            out["profile"] = profile_idle(c, size, args)
+            try:
+                out["profile"] = profile_idle(c, size, args)
+            except (RuntimeError, OSError) as exc:  # py-spy could not attach: the figures still count
+                log(f"{c.name}:   profile failed: {exc}")
+                out["profile"] = {"error": str(exc)}
         out["latency"] = latency(c, names[0], args.latency_seconds)
         log(f"{c.name}:   acks=all p50 {out['latency']['p50_ms']:.1f} ms, p99 {out['latency']['p99_ms']:.1f} ms")
         out["restart"] = restart(c, names, args.per_topic, args.restart_timeout)

@@ -16,7 +16,6 @@ import fcntl
 import os
 import re
 import shutil
-import threading
 import time
 import uuid
 
@@ -69,8 +68,6 @@ class LogManager:
         self._log_starts = read_checkpoint(self._path(LOG_START_FILE))
         self._high_watermarks = read_checkpoint(self._path(HIGH_WATERMARK_FILE))
         self.had_clean_shutdown = self.is_new or os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
-        self._checkpoint_lock = threading.Lock()
-        self._checkpointed: dict[str, dict[tuple[str, int], int]] = {}  # file -> what was last written
 
     def _path(self, name: str) -> str:
         return os.path.join(self.log_dir, name)
@@ -133,18 +130,12 @@ class LogManager:
             shutil.rmtree(dst, ignore_errors=True)
 
     def checkpoint(self) -> None:
-        """Write the recovery-point, log-start and high-watermark checkpoints; one whose
-        entries are what this manager last wrote is left as it is (an idle broker with
-        thousands of partitions rewrote and fsynced three unchanged files a minute). Called
-        from the periodic pass's worker thread and at close: one at a time."""
-        logs = list(self.logs.items())
-        with self._checkpoint_lock:
-            for name, entries in ((RECOVERY_POINT_FILE, {k: lg.recovery_point for k, lg in logs}),
-                                  (LOG_START_FILE, {k: lg.log_start_offset for k, lg in logs}),
-                                  (HIGH_WATERMARK_FILE, {k: lg.high_watermark for k, lg in logs})):
-                if self._checkpointed.get(name) != entries:
-                    write_checkpoint(self._path(name), entries)
-                    self._checkpointed[name] = entries
+        write_checkpoint(self._path(RECOVERY_POINT_FILE),
+                         {k: lg.recovery_point for k, lg in self.logs.items()})
+        write_checkpoint(self._path(LOG_START_FILE),
+                         {k: lg.log_start_offset for k, lg in self.logs.items()})
+        write_checkpoint(self._path(HIGH_WATERMARK_FILE),
+                         {k: lg.high_watermark for k, lg in self.logs.items()})
 
     def apply_retention(self) -> int:
         deleted = 0

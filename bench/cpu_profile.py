@@ -51,7 +51,12 @@ def record(pids: dict[str, int], seconds: float, out: Path, rate: int = 100) -> 
                  "--rate", str(rate), "--format", fmt, "--output", str(path)],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     for p in procs:
-        output, _ = p.communicate(timeout=seconds + 120)
+        try:
+            output, _ = p.communicate(timeout=seconds + 120)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise RuntimeError(f"py-spy did not finish within {seconds + 120:.0f} s") from None
         # A process that never left its event loop's wait gives py-spy nothing to draw.
         if p.returncode != 0 and NO_SAMPLES not in output:
             raise RuntimeError(f"py-spy failed ({p.returncode}): {output.strip()[-500:]}")

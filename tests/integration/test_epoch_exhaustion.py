@@ -35,6 +35,13 @@ def _commit_one(bootstrap: str, txid: str, topic: str, value: bytes) -> None:
     p.commit_transaction(30)
 
 
+def _completed(bootstrap: str, txid: str):
+    """The id's description once its last transaction's markers are written."""
+    with RawClient(bootstrap) as c:
+        return wait_until(lambda: (d := describe_transaction(c, txid)).transaction_state == "CompleteCommit" and d,
+                          10, "the commit's markers")
+
+
 def _rewrite_epoch(log_dir: str, txid: str, producer_id: int, epoch: int) -> None:
     """Append the id's next record (Complete, no partitions) at ``epoch`` to its partition,
     with the broker stopped."""
@@ -52,8 +59,10 @@ def test_an_exhausted_epoch_moves_the_id_to_a_new_producer_id(own_broker, topic_
     create_topic(b.bootstrap, topic_name, 1)
     txid = f"exhausted-{topic_name}"
     _commit_one(b.bootstrap, txid, topic_name, b"before")
-    with RawClient(b.bootstrap) as c:
-        before = describe_transaction(c, txid)
+    # EndTxn answers once PrepareCommit is logged; the markers follow. Stopped before they
+    # land, the record below (Complete, as 32766 finished incarnations would leave it) would
+    # orphan the transaction in the topic and hold its last stable offset forever.
+    before = _completed(b.bootstrap, txid)
     assert before.error_code == 0 and before.producer_epoch < 5
     assert b.stop() == 0
 
@@ -64,9 +73,7 @@ def test_an_exhausted_epoch_moves_the_id_to_a_new_producer_id(own_broker, topic_
     assert (loaded.producer_id, loaded.producer_epoch) == (before.producer_id, MAX_PRODUCER_EPOCH - 1)
 
     _commit_one(b.bootstrap, txid, topic_name, b"after")  # InitProducerId finds the epoch exhausted
-    with RawClient(b.bootstrap) as c:
-        after = wait_until(lambda: (d := describe_transaction(c, txid)).transaction_state == "CompleteCommit" and d,
-                           10, "the commit's markers")
+    after = _completed(b.bootstrap, txid)
     assert after.producer_id != before.producer_id, "the exhausted producer id was kept"
     assert after.producer_epoch < 5, f"the new producer id starts over: epoch {after.producer_epoch}"
     got = consume_all(b.bootstrap, topic_name, 1, expected=2, timeout=30, **{"isolation.level": "read_committed"})

@@ -139,10 +139,13 @@ class Log:
     @classmethod
     def open(cls, directory: str, topic: str, partition: int, config: LogConfig,
              recovery_point: int = 0, log_start_offset: int = 0,
-             high_watermark: int | None = None) -> tuple[Log, RecoveryReport]:
+             high_watermark: int | None = None, clean_shutdown: bool = False) -> tuple[Log, RecoveryReport]:
+        """Open an existing log. After a clean shutdown (``clean_shutdown``) the active
+        segment is not scanned when its indexes end where the checkpointed recovery point
+        says the log ends, as Kafka skips recovery when it finds its clean-shutdown file."""
         os.makedirs(directory, exist_ok=True)
         self = cls(directory, topic, partition, config)
-        report = self._load(recovery_point)
+        report = self._load(recovery_point, clean_shutdown)
         self.log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         # Single replica: everything recovered is committed; replicated: the checkpointed value.
@@ -150,7 +153,7 @@ class Log:
         self.high_watermark = max(self.log_start_offset, min(hw, self.log_end_offset))
         return self, report
 
-    def _load(self, recovery_point: int) -> RecoveryReport:
+    def _load(self, recovery_point: int, clean_shutdown: bool = False) -> RecoveryReport:
         complete_interrupted_swaps(self.dir)  # a committed cleaner swap is finished, not deleted
         bases = sorted(int(n[:-4]) for n in os.listdir(self.dir)
                        if n.endswith(".log") and n[:-4].isdigit())
@@ -164,8 +167,10 @@ class Log:
         truncated_at = -1
         for i, seg in enumerate(segments):
             is_last = i == len(segments) - 1
-            needs_recovery = is_last or segments[i + 1].base_offset > recovery_point
-            if not needs_recovery and seg.load_indexes():
+            if is_last:
+                if clean_shutdown and seg.load_indexes() and seg.next_offset == recovery_point:
+                    continue
+            elif segments[i + 1].base_offset <= recovery_point and seg.load_indexes():
                 continue
             scanned += 1
             cut, _headers = seg.recover(validate=True)
@@ -475,12 +480,13 @@ class Log:
         log.info("segment_rolled", topic=self.topic, partition=self.partition, base_offset=new_base)
         return seg
 
-    def flush(self) -> int:
-        """fsync every dirty segment; the recovery point moves to the log end offset."""
+    def flush(self, fsync: bool = True) -> int:
+        """fsync every dirty segment (or, without ``fsync``, leave that to a sync of the file
+        system that the caller does next); the recovery point moves to the log end offset."""
         end = self.log_end_offset
         for seg in self.segments:
             if seg.dirty:
-                seg.flush()
+                seg.flush(fsync)
         self.recovery_point = end
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
@@ -655,9 +661,9 @@ class Log:
         self.segments[first : first + len(old)] = new
         self.base_offsets = [s.base_offset for s in self.segments]
 
-    def close(self, clean: bool = True) -> None:
+    def close(self, clean: bool = True, fsync: bool = True) -> None:
         if clean:
-            self.flush()
+            self.flush(fsync)
             self.producer_state.take_snapshot(self.log_end_offset)
         for seg in self.segments:
             seg.close()

@@ -12,6 +12,7 @@ partition's directory is renamed ``<topic>-<p>.<uuid>-delete`` and removed in th
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import re
@@ -32,6 +33,26 @@ HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+
+
+def sync_file_system(path: str) -> None:
+    """syncfs(2) on the file system holding ``path`` (Linux); sync(2) where it is missing."""
+    syncfs = getattr(_libc(), "syncfs", None)
+    if syncfs is not None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    os.sync()
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 class LogDirInUse(Exception):
@@ -68,6 +89,9 @@ class LogManager:
         self._log_starts = read_checkpoint(self._path(LOG_START_FILE))
         self._high_watermarks = read_checkpoint(self._path(HIGH_WATERMARK_FILE))
         self.had_clean_shutdown = self.is_new or os.path.exists(self._path(CLEAN_SHUTDOWN_FILE))
+        # Until the broker runs (mark_unclean), every log on disk is as the clean shutdown left
+        # it: flushed, indexes whole. A log opened later may have been closed uncleanly since.
+        self._logs_as_shut_down = self.had_clean_shutdown and not self.is_new
 
     def _path(self, name: str) -> str:
         return os.path.join(self.log_dir, name)
@@ -95,11 +119,9 @@ class LogManager:
             except FileExistsError:  # made meanwhile: open it as any other
                 pass
         started = time.monotonic()
-        recovery_point = self._recovery_points.get(key, 0)
-        if not self.had_clean_shutdown:
-            recovery_point = min(recovery_point, self._recovery_points.get(key, 0))
         plog, report = Log.open(directory, topic, partition, config,
-                                recovery_point=recovery_point,
+                                recovery_point=self._recovery_points.get(key, 0),
+                                clean_shutdown=self._logs_as_shut_down,
                                 log_start_offset=self._log_starts.get(key, 0),
                                 high_watermark=self._high_watermarks.get(key, 0) if self.replicated else None)
         if report.segments_scanned or report.bytes_truncated:
@@ -114,6 +136,7 @@ class LogManager:
 
     def mark_unclean(self) -> None:
         """Remove the clean-shutdown marker once the broker is running."""
+        self._logs_as_shut_down = False
         try:
             os.unlink(self._path(CLEAN_SHUTDOWN_FILE))
         except FileNotFoundError:
@@ -151,8 +174,11 @@ class LogManager:
         return sum(plog.producer_state.remove_expired(now_ms) for plog in list(self.logs.values()))
 
     def close(self) -> None:
+        # One sync of the file system for all logs: three fsyncs per partition took 30-45 s
+        # for 10000 partitions here, the kernel's writeback of the same data a fraction of it.
         for plog in self.logs.values():
-            plog.close(clean=True)
+            plog.close(clean=True, fsync=False)
+        sync_file_system(self.log_dir)
         self.checkpoint()
         with open(self._path(CLEAN_SHUTDOWN_FILE), "w"):
             pass

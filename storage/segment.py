@@ -102,9 +102,12 @@ class Segment:
         self.time_stamps.append(timestamp)
         self.time_offsets.append(offset)
 
-    def flush(self) -> None:
-        os.fsync(self.fd)
-        self._write_indexes(fsync=True)
+    def flush(self, fsync: bool = True) -> None:
+        """Write the indexes' missing entries; with ``fsync``, make the segment durable too
+        (without, the caller syncs the whole file system afterwards)."""
+        if fsync:
+            os.fsync(self.fd)
+        self._write_indexes(fsync=fsync)
         self.dirty = False
 
     def _write_indexes(self, fsync: bool) -> None:
@@ -205,20 +208,22 @@ class Segment:
         if self.time_stamps:
             self.max_timestamp = self.time_stamps[-1]
             self.offset_of_max_timestamp = self.time_offsets[-1]
-        # The last batch tells the next offset.
-        last = self._last_batch_header()
+        # The last batch tells the next offset; bytes after it (a torn write) need recovery.
+        last_pos, last = self._last_batch()
+        if (last_pos + last.size if last else 0) != self.size:
+            return False
         self.next_offset = last.next_offset if last else self.base_offset
         self.bytes_since_index = self.size - (positions[-1] if positions else 0)
         self.index_written, self.time_written = len(offsets), len(self.time_stamps)
         return True
 
-    def _last_batch_header(self) -> rb.BatchHeader | None:
+    def _last_batch(self) -> tuple[int, rb.BatchHeader | None]:
         if not self.index_positions:
-            return None
-        last = None
-        for _, header in self.scan(self.index_positions[-1]):
-            last = header
-        return last
+            return 0, None
+        found: tuple[int, rb.BatchHeader | None] = (0, None)
+        for found in self.scan(self.index_positions[-1]):  # noqa: B007 (the last one is kept)
+            pass
+        return found
 
     # --- reading ---------------------------------------------------------------------------
 

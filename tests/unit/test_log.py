@@ -252,3 +252,23 @@ def test_a_new_log_is_created_without_recovery_and_reopens_as_any_other(tmp_path
     again, _ = Log.open(log.dir, "t", 0, LogConfig())
     assert again.log_end_offset == 1 and again.leader_epochs.latest_epoch == 2
     assert again.producer_state.producers[7].last_seq == 0
+
+
+def test_checkpoints_are_rewritten_only_when_their_entries_changed(tmp_path):
+    """LogManager.checkpoint leaves a checkpoint file whose entries it last wrote as it is: an
+    idle broker does not rewrite and fsync its three files every interval."""
+    from storage.checkpoint import read_checkpoint
+    from storage.log_manager import HIGH_WATERMARK_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, LogManager
+
+    lm = LogManager(str(tmp_path), replicated=True)
+    log = lm.open_log("t", 0, LogConfig())
+    files = {name: tmp_path / name for name in (RECOVERY_POINT_FILE, LOG_START_FILE, HIGH_WATERMARK_FILE)}
+    lm.checkpoint()
+    inodes = {name: path.stat().st_ino for name, path in files.items()}  # each write replaces the file
+    lm.checkpoint()
+    assert {name: path.stat().st_ino for name, path in files.items()} == inodes
+    log.high_watermark = 5
+    lm.checkpoint()
+    changed = {name for name, path in files.items() if path.stat().st_ino != inodes[name]}
+    assert changed == {HIGH_WATERMARK_FILE} and read_checkpoint(str(files[HIGH_WATERMARK_FILE])) == {("t", 0): 5}
+    lm.close()

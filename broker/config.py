@@ -163,7 +163,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("socket.receive.buffer.bytes", int, 102400, ignored=True),
     _k("num.network.threads", int, 3, *at_least(1), ignored=True),
     _k("num.io.threads", int, 8, *at_least(1), ignored=True),
-    _k("num.recovery.threads.per.data.dir", int, 2, *at_least(1), ignored=True),
+    _k("num.recovery.threads.per.data.dir", int, 2, *at_least(1)),
     _k("num.replica.fetchers", int, 1, ignored=True),
     _k("max.incremental.fetch.session.cache.slots", int, 1000, *at_least(0)),
     # Connection limits (broker/connection_quotas.py); dynamic.

@@ -22,6 +22,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import structlog
@@ -108,32 +109,51 @@ class ReplicaManager:
         self.apply_delta(set(self.partitions), set())
 
     def open_assigned(self) -> None:
-        """Open (recovering as needed) every partition assigned here. The image was just read
-        from the authority (the embedded file, or a fresh etcd range read), so a directory it
-        does not assign here is a stray and removed."""
-        known = set()
+        """Open (recovering as needed) every partition assigned here, on
+        ``num.recovery.threads.per.data.dir`` threads as Kafka's LogManager loads its logs
+        (the file I/O overlaps; the partitions are then added in order). The image was just
+        read from the authority (the embedded file, or a fresh etcd range read), so a directory
+        it does not assign here is a stray and removed."""
         assigned = [(topic, i) for topic in self.metadata.topics.values()
                     for i, state in enumerate(topic.partitions)
                     if self.node_id in state.replicas or not self.clustered]
+        configs = {topic.name: self._log_config(topic.name, topic.configs) for topic, _ in assigned}
+        known = set()
         last_report = time.monotonic()
-        for done, (topic, i) in enumerate(assigned, 1):
-            self._open_partition(topic, i)
-            known.add((topic.name, i))
-            if time.monotonic() - last_report >= PROGRESS_INTERVAL_S:
-                last_report = time.monotonic()
-                log.info("log_recovery_progress", partitions_opened=done, partitions=len(assigned))
+        with ThreadPoolExecutor(self.config["num.recovery.threads.per.data.dir"],
+                                thread_name_prefix="log-recovery") as pool:
+            opened = pool.map(lambda item: self._open_log(item[0], item[1], configs[item[0].name]), assigned)
+            for done, ((topic, i), plog) in enumerate(zip(assigned, opened, strict=True), 1):
+                self._add_partition(topic, i, plog)
+                known.add((topic.name, i))
+                if time.monotonic() - last_report >= PROGRESS_INTERVAL_S:
+                    last_report = time.monotonic()
+                    log.info("log_recovery_progress", partitions_opened=done, partitions=len(assigned))
         for orphan in set(self.log_manager.existing_partitions()) - known:
             log.warning("stray_partition_directory_removed", topic=orphan[0], partition=orphan[1],
                         reason="not assigned to this broker by the current metadata")
             self.log_manager.delete_log(*orphan)
+
+    def _open_log(self, topic: TopicState, index: int, cfg: LogConfig) -> Log:
+        """A start-up log, with the leader epoch the image gives this broker already in its
+        cache: what make_leader would write next, written here off the event loop."""
+        plog = self.log_manager.open_log(topic.name, index, cfg)
+        state = topic.partitions[index]
+        if state.leader == self.node_id:
+            plog.leader_epochs.assign(state.leader_epoch, plog.log_end_offset)
+        return plog
 
     def _open_partition(self, topic: TopicState, index: int, cfg: LogConfig | None = None) -> Partition:
         part = self.partitions.get((topic.name, index))
         if part is not None:
             return part
         plog = self.log_manager.open_log(topic.name, index, cfg or self._log_config(topic.name, topic.configs))
-        part = Partition(topic.name, index, topic.uuid, plog, self.node_id)
-        self.partitions[(topic.name, index)] = part
+        return self._add_partition(topic, index, plog)
+
+    def _add_partition(self, topic: TopicState, index: int, plog: Log) -> Partition:
+        part = self.partitions.get((topic.name, index))
+        if part is None:
+            part = self.partitions[(topic.name, index)] = Partition(topic.name, index, topic.uuid, plog, self.node_id)
         return part
 
     def _log_config(self, name: str, configs: dict[str, str]) -> LogConfig:

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling bench-startup compat compat-fast verify parity clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling bench-startup bench-recovery compat compat-fast verify parity clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -131,6 +131,11 @@ bench-scaling: tools
 # then Apache Kafka 4.3.1 (and its container where Docker holds the image).
 bench-startup: tools
 	$(PY) bench/startup_bench.py --target both $(ARGS)
+
+# One broker holding 10000 partitions with data: SIGTERM to exit, then start to serving again
+# after a clean shutdown and after kill -9, ours then Apache Kafka 4.3.1.
+bench-recovery: tools
+	$(PY) bench/recovery_bench.py --target both $(ARGS)
 
 # Other projects' test suites and Kafka's tools against fresh brokers (one kbroker node, three,
 # then Apache Kafka 4.3.1 likewise); rewrites the matrix in compat/README.md. ARGS narrows it,

@@ -205,6 +205,21 @@ class KafkaBroker:
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed ({fmt.returncode}):\n{fmt.stdout}")
 
+        return self._launch()
+
+    def restart(self, kill: bool = False) -> KafkaBroker:
+        """The same node (ports, data) again after SIGTERM (a controlled shutdown) or, with
+        ``kill``, SIGKILL; returns once it answers again."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+            proc.wait(timeout=None if kill else self.stop_timeout)
+        return self._launch()
+
+    def _launch(self) -> KafkaBroker:
+        assert self.workdir is not None
+        props = self.workdir / "server.properties"
+        env = dict(os.environ)
         env.update(
             KAFKA_HEAP_OPTS=self.heap_opts,
             KAFKA_JVM_OPTS=self.jvm_opts,
@@ -216,6 +231,7 @@ class KafkaBroker:
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,  # a terminal's Ctrl-C reaches us, not the JVM; we stop it
             )
+        atexit.unregister(self.stop)
         atexit.register(self.stop)
 
         deadline = time.monotonic() + self.start_timeout

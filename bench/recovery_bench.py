@@ -52,9 +52,7 @@ def layout(partitions: int) -> list[tuple[str, int]]:
 def create_topics(bootstrap: str, tps: list[tuple[str, int]]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    counts: dict[str, int] = {}
-    for topic, _ in tps:
-        counts[topic] = counts.get(topic, 0) + 1
+    counts = Counter(topic for topic, _ in tps)
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for topic, n in counts.items():  # one request each: KRaft's 10000-record bound is per request
         admin.create_topics([NewTopic(topic, n, 1)], operation_timeout=300)[topic].result(600)

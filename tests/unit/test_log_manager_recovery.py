@@ -102,7 +102,7 @@ def test_bytes_after_the_indexed_end_are_recovered_even_after_a_clean_shutdown(s
 
 
 def test_a_log_opened_once_the_broker_runs_is_recovered(shut_down, scans):
-    directory, before = shut_down
+    directory, _ = shut_down
     lm = LogManager(directory)
     lm.mark_unclean()  # running: a log on disk may have been closed uncleanly since the start
     lm.open_log("t", 0, CONFIG)

@@ -86,7 +86,7 @@ class Broker:
         self.connection_quotas = ConnectionQuotas(config, self.inter_broker_listener, len(config.listeners()),
                                                   lambda: self.metadata.client_quotas)
         self.clustered = bool(config["metadata.etcd.endpoints"])
-        self.log_manager = LogManager(config.log_dir, replicated=self.clustered)
+        self.log_manager = LogManager(config.log_dir, replicated=self.clustered, owner=self.incarnation_id)
         if self.clustered:
             self.metadata = EtcdMetadataStore(
                 self.node_id, config["metadata.etcd.endpoints"], config["metadata.etcd.prefix"],
@@ -280,7 +280,7 @@ class Broker:
         except (ValueError, OSError) as exc:
             raise SystemExit(f"etcd security settings: {exc}") from None
         try:
-            await self.metadata.start(registration)
+            await self.metadata.start(registration, predecessor=self.log_manager.previous_owner)
         except RegistrationConflict as exc:
             raise SystemExit(str(exc)) from None
         except (OSError, *ETCD_ERRORS) as exc:

@@ -4,7 +4,9 @@ Owns: creating, opening (with recovery), deleting and closing logs; the
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
 ``replication-offset-checkpoint`` files; the clean-shutdown marker; retention passes; the
 exclusive ``.lock`` on the directory (as Kafka takes it), held from construction to ``close``,
-so a second broker on the same directory refuses to start instead of sharing it.
+so a second broker on the same directory refuses to start instead of sharing it. The lock file
+names its holder (pid and an owner string, the broker's incarnation id); whoever takes the lock
+next learns who had it last, and that it is gone: the lock goes with its process, even on kill -9.
 
 Differs from Kafka: one log directory is used (the first of ``log.dirs``); a deleted
 partition's directory is renamed ``<topic>-<p>.<uuid>-delete`` and removed in the background.
@@ -60,29 +62,33 @@ class LogDirInUse(Exception):
     """Another process holds the log directory's lock."""
 
 
-def lock_log_dir(log_dir: str) -> int:
-    """Take the directory's exclusive lock and write our pid in it; LogDirInUse naming the
-    holder's pid if another process has it. The lock goes with the process, even on kill -9."""
+def lock_log_dir(log_dir: str, owner: str = "") -> tuple[int, str]:
+    """Take the directory's exclusive lock and write our pid and ``owner`` in it; answer its fd
+    and the owner the previous holder wrote ("" if none). LogDirInUse naming the holder's pid
+    if another process has it."""
     fd = os.open(os.path.join(log_dir, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    previous = os.pread(fd, 256, 0).decode(errors="replace").split()  # "<pid> [<owner>]"
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        holder = previous[0] if previous else "unknown"
         os.close(fd)
         raise LogDirInUse(f"log directory {os.path.abspath(log_dir)} is in use by another broker "
                           f"(pid {holder}); stop it or give this one another log.dirs") from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+    os.pwrite(fd, f"{os.getpid()} {owner}".rstrip().encode() + b"\n", 0)
+    return fd, previous[1] if len(previous) > 1 else ""
 
 
 class LogManager:
-    def __init__(self, log_dir: str, replicated: bool = False) -> None:
+    def __init__(self, log_dir: str, replicated: bool = False, owner: str = "") -> None:
         self.log_dir = log_dir
         # Replicated: the high watermark is what the checkpoint says, not the log end offset.
         self.replicated = replicated
         os.makedirs(log_dir, exist_ok=True)
-        self._lock_fd: int | None = lock_log_dir(log_dir)
+        self._lock_fd: int | None
+        # The last owner of this directory, now gone (its lock is ours): a broker's previous life.
+        self._lock_fd, self.previous_owner = lock_log_dir(log_dir, owner)
         # A directory with nothing in it has nothing to recover: not an unclean shutdown.
         self.is_new = not any(name != LOCK_FILE for name in os.listdir(log_dir))
         self.logs: dict[tuple[str, int], Log] = {}

@@ -10,7 +10,10 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
                                     lease; "<incarnation> fenced" while the broker starts (its
                                     logs not yet open, its previous life not yet fenced), as a
                                     KRaft broker stays fenced until it has caught up.
-                                    Registered without it, or with it fenced = fenced
+                                    Registered without it, or with it fenced = fenced.
+                                    A restart whose log directory lock names the holder's
+                                    incarnation revokes that lease at once (the lock proves
+                                    the holder's process is gone)
     controller                      the elected controller's node id, attached to a lease of
                                     its own (``controller.quorum.fetch.timeout.ms``, 2 s by
                                     default, kept alive every quarter of it), so a dead
@@ -104,6 +107,7 @@ class EtcdMetadataStore(MetadataCache):
         self.controller_ttl = max(2, math.ceil(controller_timeout_ms / 1000))
         self.controller_lease: aetcd.leases.Lease | None = None
         self.registration: BrokerRegistration | None = None
+        self.predecessor = ""  # see start()
         self.revision = 0
         self.controller_epoch = 0
         self._alive: dict[int, str] = {}  # node id -> its session's value ("<incarnation>[ fenced]")
@@ -131,8 +135,12 @@ class EtcdMetadataStore(MetadataCache):
 
     # --- start, registration, lease ---------------------------------------------------------------
 
-    async def start(self, registration: BrokerRegistration, wait_s: float | None = None) -> None:
-        """Connect, settle the cluster id, register this broker and load the image."""
+    async def start(self, registration: BrokerRegistration, wait_s: float | None = None,
+                    predecessor: str = "") -> None:
+        """Connect, settle the cluster id, register this broker and load the image.
+        ``predecessor``: the incarnation id of this broker's previous life, if it is known to
+        have ended (its process gone) though its session may not have expired yet."""
+        self.predecessor = predecessor
         deadline = time.monotonic() + CONNECT_ATTEMPT_S
         while True:
             try:
@@ -205,9 +213,11 @@ class EtcdMetadataStore(MetadataCache):
         self.cluster_id = got.value.decode()
 
     async def _register(self, registration: BrokerRegistration, wait_s: float) -> None:
-        """Put ``alive/<id>`` under a fresh lease and the registration beside it; wait out a
-        dead predecessor's lease (a second live process with this node.id is refused, as KRaft
-        refuses a duplicate registration while the other's session lasts)."""
+        """Put ``alive/<id>`` under a fresh lease and the registration beside it. A session of
+        ``self.predecessor`` (this broker's previous life, known dead: see :meth:`start`) is
+        ended at once; any other holder's lease is waited out (a second live process with
+        this node.id is refused, as KRaft refuses a duplicate registration while the other's
+        session lasts)."""
         self.registration = registration
         key = self.key("alive", registration.node_id)
         deadline = time.monotonic() + wait_s
@@ -225,6 +235,8 @@ class EtcdMetadataStore(MetadataCache):
                 return
             await self.lease.revoke()
             holder = await self.client.get(key)
+            if holder is not None and await self._end_predecessor_session(holder):
+                continue
             if time.monotonic() >= deadline:
                 raise RegistrationConflict(
                     f"node.id {registration.node_id} is already registered by a live broker "
@@ -232,6 +244,25 @@ class EtcdMetadataStore(MetadataCache):
             log.info("waiting_for_previous_registration", node_id=registration.node_id,
                      holder=holder.value.decode() if holder else None)
             await asyncio.sleep(0.5)
+
+    async def _end_predecessor_session(self, holder) -> bool:
+        """Revoke the lease of a session that is this broker's previous life: a quick restart
+        after a crash is noticed now, not when that lease expires (Kafka waits it out, answering
+        DUPLICATE_BROKER_REGISTRATION meanwhile). The controller sees the session end and moves
+        the leaderships it held, as it would have on expiry."""
+        incarnation = holder.value.decode().removesuffix(FENCED_SESSION)
+        if not self.predecessor or incarnation != self.predecessor or not holder.lease:
+            return False
+        try:
+            await self.client.revoke_lease(holder.lease)
+        except etcd_errors.ClientError as exc:
+            if "lease not found" not in str(exc):
+                raise
+            # expired meanwhile: the next attempt registers
+        log.info("previous_session_ended", node_id=self.node_id, incarnation_id=incarnation,
+                 reason="this broker's previous life is gone: its log directory lock was free")
+        self.predecessor = ""
+        return True
 
     def _alive_value(self) -> bytes:
         return (self.registration.incarnation_id + (FENCED_SESSION if self.fenced else "")).encode()

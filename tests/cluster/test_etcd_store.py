@@ -12,7 +12,7 @@ import aetcd
 import pytest
 
 from coordinator.controller.etcd_client import EtcdClient, EtcdSecurity
-from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore
+from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
 from coordinator.controller.metadata import BrokerRegistration
 from tests.support.cluster import require_etcd
 from tools.devcluster import DevCluster
@@ -171,5 +171,42 @@ def test_a_starting_broker_is_registered_but_fenced_until_it_unfences(etcd):
         finally:
             for store in stores:
                 await store.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_restart_ends_its_crashed_predecessors_session_and_only_that_one(etcd):
+    """A broker that knows its previous life is gone (its log directory's lock was free)
+    registers at once instead of waiting out that life's lease; a session of any other
+    incarnation of its node.id is still waited out and refused."""
+    async def crashed(incarnation: str) -> EtcdMetadataStore:
+        store = EtcdMetadataStore(1, etcd, prefix="/restart-test", session_timeout_ms=60000)
+        await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, incarnation))
+        for task in store._tasks:  # the process dies: no keepalive, no revoke
+            task.cancel()
+        await asyncio.wait(store._tasks)
+        await store.client.close()
+        return store
+
+    async def scenario():
+        await crashed("first-life")
+        observer = EtcdMetadataStore(2, etcd, prefix="/restart-test", session_timeout_ms=60000)
+        await observer.start(BrokerRegistration(2, "127.0.0.1", 2, None, "observer"))
+        impostor, restarted = (EtcdMetadataStore(1, etcd, prefix="/restart-test", session_timeout_ms=60000)
+                               for _ in range(2))
+        try:
+            # A session that is not the lock's last owner's is not ended: 60 s of lease left.
+            with pytest.raises(RegistrationConflict):
+                await impostor.start(BrokerRegistration(1, "127.0.0.1", 1, None, "impostor"), wait_s=1,
+                                     predecessor="other-life")
+            await restarted.start(BrokerRegistration(1, "127.0.0.1", 1, None, "second-life"), wait_s=1,
+                                  predecessor="first-life")
+            assert restarted._alive[1] == "second-life fenced"
+            await _wait(lambda: observer._alive.get(1) == "second-life fenced")
+            assert observer.registered[1].incarnation_id == "second-life"
+        finally:
+            await impostor.client.close()
+            await restarted.stop()
+            await observer.stop()
 
     asyncio.run(scenario())

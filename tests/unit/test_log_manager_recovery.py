@@ -1,7 +1,8 @@
 """What a broker's start finds on disk: after a clean shutdown the active segments are loaded
 from their indexes, not scanned (Kafka skips recovery when its clean-shutdown file is there);
 after a crash, when a segment does not end where its indexes say, or for a log opened once
-the broker runs, they are recovered."""
+the broker runs, they are recovered. The directory's lock tells the next holder who held it
+last."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from protocol import records as rb
 from storage.log import LogConfig
-from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from storage.log_manager import CLEAN_SHUTDOWN_FILE, LogDirInUse, LogManager
 from storage.segment import Segment
 
 CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=300)
@@ -108,3 +109,14 @@ def test_a_log_opened_once_the_broker_runs_is_recovered(shut_down, scans):
     lm.open_log("t", 0, CONFIG)
     assert scans[0] == 1
     lm.close()
+
+
+def test_the_lock_names_its_last_owner_to_the_next_and_refuses_a_second_holder(tmp_path):
+    first = LogManager(str(tmp_path), owner="first-life")
+    assert first.previous_owner == ""
+    with pytest.raises(LogDirInUse, match=f"pid {os.getpid()}"):
+        LogManager(str(tmp_path), owner="intruder")
+    first.release()  # as when its process ends, even by kill -9
+    second = LogManager(str(tmp_path), owner="second-life")
+    assert second.previous_owner == "first-life"
+    second.close()

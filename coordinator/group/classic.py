@@ -28,7 +28,7 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import TimerHandle, append_error, error_name
+from ..runtime import TimerHandle, error_name
 from .extension import CoordinatorPart
 from .metadata import GroupMetadataValue, MemberMetadataValue, group_metadata_record
 from .state import GroupMetadata, GroupState, MemberMetadata, now_ms
@@ -721,5 +721,5 @@ class ClassicGroupManager(CoordinatorPart):
         if error:
             log.warning("group_metadata_append_failed", group=group.group_id, generation=group.generation_id,
                         error=error_name(error))
-            return append_error(error)
+            return error
         return 0

@@ -57,7 +57,6 @@ import structlog
 
 from protocol.errors import ErrorCode
 
-from ..runtime import append_error
 from . import consumer_records as rec
 from .assignors import ASSIGNORS, MemberSpec, PartitionAssignorError, configured_assignors
 from .consumer_group import (
@@ -611,9 +610,7 @@ class ConsumerGroupCoordinator(CoordinatorPart):
         raw = [group_metadata_record(group_id, None) if key.record_type == -1
                else rec.consumer_group_record(key, value) for key, value in records]
         error, _ = await self.c.append(group_id, raw)
-        if error:
-            return append_error(error)
-        return 0
+        return error
 
     def _after_write(self, group: ConsumerGroup) -> None:
         holder = self.groups.get(group.group_id)

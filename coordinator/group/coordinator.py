@@ -37,6 +37,7 @@ from ..runtime import (
     LoadProgress,
     LoopTimer,
     PartitionOwnership,
+    append_then_apply,
     ensure_internal_topic,
     error_name,
     load_partition,
@@ -381,25 +382,31 @@ class GroupCoordinator:
     async def append(self, group_id: str, records: list[tuple[bytes, bytes | None]], *,
                       producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
                       transactional: bool = False, verification_guard: object | None = None,
-                      on_appended: Callable[[int], None] | None = None) -> tuple[int, int]:
-        """Append one batch to the group's ``__consumer_offsets`` partition with acks=all:
-        (0, base offset), or (error, -1); NOT_COORDINATOR when the partition is no longer owned
-        at the epoch it was owned at when the write was decided."""
+                      on_appended: Callable[[int], None] | None = None,
+                      too_large: int = ErrorCode.unknown_server_error) -> tuple[int, int]:
+        """Append one batch to the group's ``__consumer_offsets`` partition with acks=all, at
+        the epoch the partition is owned at now (the runtime's :func:`append_then_apply`; the
+        caller applies it on success): (0, base offset), or (the error a coordinator answers,
+        -1), NOT_COORDINATOR when the epoch moved while the write was in flight."""
         try:
             partition = self.partition_for(group_id)
         except KafkaError as exc:
             return exc.code, -1
-        epoch = self.ownership.epoch(partition)
-        if epoch is None:
-            return self.ownership.status(partition), -1
-        batch = build_batch(records, timestamp=now_ms(), producer_id=producer_id,
-                            producer_epoch=producer_epoch, transactional=transactional)
-        error, base_offset = await self.s.append_at(OFFSETS_TOPIC, partition, bytes(batch),
-                                                    self.s.config("offsets.commit.timeout.ms"),
-                                                    verification_guard=verification_guard, on_appended=on_appended)
-        if not error and not self.ownership.is_current(partition, epoch):
-            error = ErrorCode.not_leader_or_follower  # leadership moved while the write was in flight
-        return error, base_offset
+        batch = bytes(build_batch(records, timestamp=now_ms(), producer_id=producer_id,
+                                  producer_epoch=producer_epoch, transactional=transactional))
+        base_offset = -1
+
+        async def write() -> int:
+            nonlocal base_offset
+            error, base_offset = await self.s.append_at(
+                OFFSETS_TOPIC, partition, batch, self.s.config("offsets.commit.timeout.ms"),
+                verification_guard=verification_guard, on_appended=on_appended)
+            if error:
+                log.info("offsets_topic_append_failed", group=group_id, partition=partition, error=error_name(error))
+            return error
+
+        error = await append_then_apply(self.ownership, partition, write, too_large=too_large)
+        return error, -1 if error else base_offset
 
 
 def _is_empty(group: GroupMetadata) -> bool:

@@ -30,7 +30,7 @@ import structlog
 from protocol.errors import ErrorCode
 from protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
-from ..runtime import append_error, error_name, fault_points
+from ..runtime import error_name, fault_points
 from .extension import CoordinatorPart
 from .metadata import OffsetCommitValue, offset_commit_record, partition_for
 from .state import GroupMetadata, GroupState, OffsetAndMetadata, now_ms
@@ -176,7 +176,8 @@ class OffsetMetadataManager(CoordinatorPart):
 
         error, base_offset = await self.c.append(group.group_id, records, producer_id=producer_id,
                                                  producer_epoch=producer_epoch, transactional=transactional,
-                                                 verification_guard=verification_guard, on_appended=in_local_log)
+                                                 verification_guard=verification_guard, on_appended=in_local_log,
+                                                 too_large=ErrorCode.invalid_commit_offset_size)
         if transactional and not error:
             await self._txn_offsets_delay_fault_point()
         if error:
@@ -187,7 +188,7 @@ class OffsetMetadataManager(CoordinatorPart):
                     group.fail_pending_txn_offset_commit(producer_id, tp, commit)
                 else:
                     group.fail_pending_offset_write(tp, commit)
-                results[tp] = append_error(error, too_large=ErrorCode.invalid_commit_offset_size)
+                results[tp] = error
                 continue
             commit.log_offset = base_offset
             if transactional:
@@ -263,7 +264,7 @@ class OffsetMetadataManager(CoordinatorPart):
             error, base_offset = await self.c.append(group_id, records)
             if error:
                 log.warning("offset_delete_append_failed", group=group_id, error=error_name(error))
-                return append_error(error), {}
+                return error, {}
             for tp in doomed:
                 group.remove_offset(tp, base_offset)
             log.info("offsets_deleted", group=group_id, partitions=len(doomed))

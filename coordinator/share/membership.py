@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from coordinator.runtime import BackgroundTasks, CoordinatorTimer, append_error, error_name
+from coordinator.runtime import BackgroundTasks, CoordinatorTimer, error_name
 from coordinator.services import ConfigReader
 from protocol.errors import ErrorCode
 
@@ -92,7 +92,8 @@ class GroupHost(Protocol):
         """The group's ``__consumer_offsets`` partition, None if the topic does not exist."""
 
     async def append(self, group_id: str, records: list[rec.Record]) -> tuple[int, int]:
-        """Append to the group's partition with acks=all: (0, base offset) or (error, -1)."""
+        """Append to the group's partition with acks=all: (0, base offset) or (the error the
+        coordinator answers, e.g. COORDINATOR_NOT_AVAILABLE for too few replicas, -1)."""
 
     @property
     def timer(self) -> CoordinatorTimer:
@@ -410,7 +411,7 @@ class ShareGroupCoordinator:
                 log.warning("share_group_append_failed", group=group.group_id, error=error_name(error))
                 if group.group_epoch == 0 and self.groups.get(group.group_id) is group:
                     del self.groups[group.group_id]  # a group never written does not exist
-                raise ShareGroupError(append_error(error))
+                raise ShareGroupError(error)
         for key, value, _ in write.items:
             group.replay(key, value)
 
@@ -534,7 +535,7 @@ class ShareGroupCoordinator:
             error, _ = await self.host.append(group_id, records)
             if error:
                 log.warning("share_group_delete_append_failed", group=group_id, error=error_name(error))
-                return append_error(error)
+                return error
             group.transition_to(ShareGroupState.DEAD)
             self._forget(group_id)
         log.info("share_group_deleted", group=group_id)

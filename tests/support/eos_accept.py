@@ -4,7 +4,9 @@ Target selection: with ``KBROKER_EOS_TARGET=kafka`` the module fixture :func:`eo
 starts a real Apache Kafka (compat/kafka/kraft.py, KRaft single node) so the same tests
 can be validated against the reference; otherwise it is our broker (the session ``broker``
 fixture, or a module broker process when the module declares ``EOS_BROKER_CONFIG``).
-Tests that kill or restart the broker use ``own_broker`` and carry :data:`needs_restartable`.
+Tests that kill -9 and restart the broker use :func:`restartable_broker`: ours, or a Kafka
+node of their own restarted over its data; those that need one of our fault points carry
+:data:`needs_fault_points`.
 
 Also here: a raw-protocol toolkit for the transactional APIs (every field name is checked
 against the kio request class, since ``protocol.codec.build`` silently defaults unknown
@@ -39,7 +41,13 @@ from tests.support.raw import RawClient, TxnDescription, describe_transaction  #
 TARGET = os.environ.get("KBROKER_EOS_TARGET", "").strip().lower()
 IS_KAFKA = TARGET == "kafka"
 
-needs_restartable = pytest.mark.skipif(IS_KAFKA, reason="needs a restartable broker process")
+needs_fault_points = pytest.mark.skipif(IS_KAFKA, reason="needs a test fault point (test.fault.points)")
+
+
+def kafka_falls_short(reason: str):
+    """A test Kafka 4.3.1 was seen to fail, by ``reason``: expected to fail there (not strict:
+    a run where Kafka gets it right passes), run as any other test on ours."""
+    return pytest.mark.xfail(IS_KAFKA, reason=f"Kafka 4.3.1 {reason}", strict=False)
 
 # What every Apache Kafka started for these tests gets (our broker gets the same per module
 # through EOS_BROKER_CONFIG where a test depends on it): a 1 s timed-out-transaction scan.
@@ -99,6 +107,54 @@ def kafka_target(kb) -> EosTarget:
 
 def ours_target(proc) -> EosTarget:
     return EosTarget("ours", proc.bootstrap, proc.log_dir, proc.output)
+
+
+class RestartableKafka:
+    """A Kafka 4.3.1 node of one test with what the restart tests use of a BrokerProcess:
+    ``bootstrap``, ``log_dir``, ``overrides``, ``kill9()`` and ``start()`` over the same data."""
+
+    def __init__(self, overrides: dict[str, str]) -> None:
+        from compat.kafka.kraft import KafkaBroker
+
+        self.overrides = dict(overrides)
+        self.kb = KafkaBroker(extra_config={**KAFKA_BASE_CONFIG, **self.overrides},
+                              heap_opts="-Xmx768m -Xms256m").start()
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kb.bootstrap
+
+    @property
+    def log_dir(self) -> str:
+        return str(self.kb.workdir / "data")
+
+    def kill9(self) -> None:
+        self.kb.kill9()
+
+    def start(self) -> RestartableKafka:
+        self.kb.restart()
+        return self
+
+    def stop(self) -> None:
+        self.kb.stop()
+
+
+@pytest.fixture
+def restartable_broker(request):
+    """Factory of a broker for one test, free to be killed -9 and restarted: ours
+    (``own_broker``), or under ``KBROKER_EOS_TARGET=kafka`` a :class:`RestartableKafka`."""
+    if not IS_KAFKA:
+        yield request.getfixturevalue("own_broker")
+        return
+    made: list[RestartableKafka] = []
+
+    def make(**overrides: str) -> RestartableKafka:
+        made.append(RestartableKafka(overrides))
+        return made[-1]
+
+    yield make
+    for kafka in made:
+        kafka.stop()
 
 
 @pytest.fixture(scope="module")

@@ -107,7 +107,6 @@ class EtcdMetadataStore(MetadataCache):
         self.controller_ttl = max(2, math.ceil(controller_timeout_ms / 1000))
         self.controller_lease: aetcd.leases.Lease | None = None
         self.registration: BrokerRegistration | None = None
-        self.predecessor = ""  # see start()
         self.revision = 0
         self.controller_epoch = 0
         self._alive: dict[int, str] = {}  # node id -> its session's value ("<incarnation>[ fenced]")
@@ -140,7 +139,6 @@ class EtcdMetadataStore(MetadataCache):
         """Connect, settle the cluster id, register this broker and load the image.
         ``predecessor``: the incarnation id of this broker's previous life, if it is known to
         have ended (its process gone) though its session may not have expired yet."""
-        self.predecessor = predecessor
         deadline = time.monotonic() + CONNECT_ATTEMPT_S
         while True:
             try:
@@ -152,7 +150,7 @@ class EtcdMetadataStore(MetadataCache):
                     raise
                 log.info("waiting_for_etcd", error=repr(exc)[:200])
                 await asyncio.sleep(0.5)
-        await self._register(registration, self.ttl * 2 + 2 if wait_s is None else wait_s)
+        await self._register(registration, self.ttl * 2 + 2 if wait_s is None else wait_s, predecessor)
         await self._reload()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._keepalive_loop()))
@@ -212,10 +210,10 @@ class EtcdMetadataStore(MetadataCache):
         got = await self.client.get(key)
         self.cluster_id = got.value.decode()
 
-    async def _register(self, registration: BrokerRegistration, wait_s: float) -> None:
+    async def _register(self, registration: BrokerRegistration, wait_s: float, predecessor: str = "") -> None:
         """Put ``alive/<id>`` under a fresh lease and the registration beside it. A session of
-        ``self.predecessor`` (this broker's previous life, known dead: see :meth:`start`) is
-        ended at once; any other holder's lease is waited out (a second live process with
+        ``predecessor`` (this broker's previous life, known dead: see :meth:`start`) is ended
+        at once; any other holder's lease is waited out (a second live process with
         this node.id is refused, as KRaft refuses a duplicate registration while the other's
         session lasts)."""
         self.registration = registration
@@ -235,7 +233,8 @@ class EtcdMetadataStore(MetadataCache):
                 return
             await self.lease.revoke()
             holder = await self.client.get(key)
-            if holder is not None and await self._end_predecessor_session(holder):
+            if holder is not None and predecessor and await self._end_predecessor_session(holder, predecessor):
+                predecessor = ""  # ended once: whoever holds the session next is someone else
                 continue
             if time.monotonic() >= deadline:
                 raise RegistrationConflict(
@@ -245,13 +244,13 @@ class EtcdMetadataStore(MetadataCache):
                      holder=holder.value.decode() if holder else None)
             await asyncio.sleep(0.5)
 
-    async def _end_predecessor_session(self, holder) -> bool:
+    async def _end_predecessor_session(self, holder, predecessor: str) -> bool:
         """Revoke the lease of a session that is this broker's previous life: a quick restart
         after a crash is noticed now, not when that lease expires (Kafka waits it out, answering
         DUPLICATE_BROKER_REGISTRATION meanwhile). The controller sees the session end and moves
         the leaderships it held, as it would have on expiry."""
         incarnation = holder.value.decode().removesuffix(FENCED_SESSION)
-        if not self.predecessor or incarnation != self.predecessor or not holder.lease:
+        if incarnation != predecessor or not holder.lease:
             return False
         try:
             await self.client.revoke_lease(holder.lease)
@@ -261,7 +260,6 @@ class EtcdMetadataStore(MetadataCache):
             # expired meanwhile: the next attempt registers
         log.info("previous_session_ended", node_id=self.node_id, incarnation_id=incarnation,
                  reason="this broker's previous life is gone: its log directory lock was free")
-        self.predecessor = ""
         return True
 
     def _alive_value(self) -> bytes:

@@ -20,8 +20,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import describe, start_cluster, wait_for
-from tests.support.parity import TARGETS
+from tests.support.cluster import describe, wait_for
+from tests.support.parity import TARGETS, three_nodes
 from tests.support.raw import RawClient
 
 KAFKA_RUN = Path(__file__).resolve().parents[2] / "compat" / "kafka" / "kafka-run.sh"
@@ -32,18 +32,7 @@ DESCRIBE_CLUSTER, UNREGISTER_BROKER = 60, 64
 
 @pytest.fixture(scope="module", params=TARGETS)
 def target(request, tmp_path_factory):
-    if request.param == "kbroker":
-        cluster = start_cluster(str(tmp_path_factory.mktemp("fenced")))
-        yield cluster
-        cluster.stop()
-        return
-    from compat.kafka.kraft_cluster import kraft_cluster
-
-    with kraft_cluster(nodes=3, extra_config={
-            "broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
-            "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
-            "transaction.state.log.min.isr": "2", "group.initial.rebalance.delay.ms": "0"}) as kc:
-        yield kc
+    yield from three_nodes(request.param, tmp_path_factory, "fenced")
 
 
 def _bootstrap(target) -> str:

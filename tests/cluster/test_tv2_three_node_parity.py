@@ -31,11 +31,10 @@ from tests.support.cluster import (
     TRANSACTION,
     coordinator_node,
     describe,
-    start_cluster,
     wait_for,
     wait_isr_complete,
 )
-from tests.support.parity import TARGETS
+from tests.support.parity import TARGETS, three_nodes
 from tests.support.raw import RawClient
 
 pytestmark = pytest.mark.cluster
@@ -43,18 +42,7 @@ pytestmark = pytest.mark.cluster
 
 @pytest.fixture(scope="module", params=TARGETS)
 def target(request, tmp_path_factory):
-    if request.param == "kbroker":
-        cluster = start_cluster(str(tmp_path_factory.mktemp("tv2-parity")))
-        yield cluster
-        cluster.stop()
-        return
-    from compat.kafka.kraft_cluster import kraft_cluster
-
-    with kraft_cluster(nodes=3, extra_config={
-            "broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
-            "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
-            "transaction.state.log.min.isr": "2", "group.initial.rebalance.delay.ms": "0"}) as kc:
-        yield kc
+    yield from three_nodes(request.param, tmp_path_factory, "tv2-parity")
 
 
 def _topic(target, partitions: int) -> tuple[str, dict[int, int]]:

@@ -36,6 +36,7 @@ from protocol.api import request_class
 from protocol.codec import build
 from protocol.errors import ErrorCode
 from tests.support.clients import produce_when_room
+from tests.support.eos import KafkaTarget
 from tests.support.raw import RawClient, TxnDescription, describe_transaction  # noqa: F401
 
 TARGET = os.environ.get("KBROKER_EOS_TARGET", "").strip().lower()
@@ -109,24 +110,15 @@ def ours_target(proc) -> EosTarget:
     return EosTarget("ours", proc.bootstrap, proc.log_dir, proc.output)
 
 
-class RestartableKafka:
+class RestartableKafka(KafkaTarget):
     """A Kafka 4.3.1 node of one test with what the restart tests use of a BrokerProcess:
     ``bootstrap``, ``log_dir``, ``overrides``, ``kill9()`` and ``start()`` over the same data."""
 
     def __init__(self, overrides: dict[str, str]) -> None:
         from compat.kafka.kraft import KafkaBroker
 
-        self.overrides = dict(overrides)
-        self.kb = KafkaBroker(extra_config={**KAFKA_BASE_CONFIG, **self.overrides},
-                              heap_opts="-Xmx768m -Xms256m").start()
-
-    @property
-    def bootstrap(self) -> str:
-        return self.kb.bootstrap
-
-    @property
-    def log_dir(self) -> str:
-        return str(self.kb.workdir / "data")
+        super().__init__(KafkaBroker(extra_config={**KAFKA_BASE_CONFIG, **overrides},
+                                     heap_opts="-Xmx768m -Xms256m").start(), overrides)
 
     def kill9(self) -> None:
         self.kb.kill9()

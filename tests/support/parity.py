@@ -44,3 +44,29 @@ def single_broker(target: str, tmp_path_factory, settings: dict[str, str] | None
         yield kb.bootstrap
     finally:
         kb.stop()
+
+
+# Kafka's three KRaft nodes as the cluster tests run ours: a fenced broker noticed in seconds,
+# internal topics at RF 3, transactions needing two in sync.
+KAFKA_THREE_NODE_CONFIG = {
+    "broker.heartbeat.interval.ms": "500", "broker.session.timeout.ms": "3000",
+    "offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2", "group.initial.rebalance.delay.ms": "0"}
+
+
+def three_nodes(target: str, tmp_path_factory, name: str) -> Iterator:
+    """A fresh three-node cluster of ``target``: ours (tools.devcluster) or Kafka's; both have
+    ``bootstrap`` and ``nodes`` (node id -> ``address``, ``alive``, ``kill9()``, ``start()``)."""
+    if target == "kbroker":
+        from tests.support.cluster import start_cluster
+
+        cluster = start_cluster(str(tmp_path_factory.mktemp(name)))
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+        return
+    from compat.kafka.kraft_cluster import kraft_cluster
+
+    with kraft_cluster(nodes=3, extra_config=KAFKA_THREE_NODE_CONFIG) as kc:
+        yield kc

@@ -47,6 +47,7 @@ import structlog
 from coordinator.group import group_config
 from protocol.errors import ErrorCode, KafkaError
 from security.ssl_factory import SslConfigError, dynamic_store_listener
+from storage.checkpoint import write_atomically
 
 from . import topic_config
 from .config import KEYS, ConfigError, is_listener_limit, listener_limit_value, type_name
@@ -564,12 +565,7 @@ class DynamicBrokerConfigs:
                      keystore=settings["ssl.keystore.location"] or "(inline)")
 
     def _save(self) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"per_broker": self.per_broker, "cluster_default": self.cluster_default}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps({"per_broker": self.per_broker, "cluster_default": self.cluster_default}))
 
     def apply(self) -> None:
         """Make ``broker.config`` the layered values and re-derive every partition's log config."""

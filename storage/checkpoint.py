@@ -9,14 +9,19 @@ from __future__ import annotations
 import os
 
 
-def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
+def write_atomically(path: str, text: str) -> None:
+    """A temp file, fsynced, renamed over ``path``: a crash leaves the old file or the new."""
     tmp = path + ".tmp"
-    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
     with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def write_checkpoint(path: str, entries: dict[tuple[str, int], int]) -> None:
+    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    write_atomically(path, "\n".join(lines) + "\n")
 
 
 def read_checkpoint(path: str) -> dict[tuple[str, int], int]:

@@ -1,22 +1,20 @@
-"""The embedded metadata store: the single-node default, a JSON file under the data dir.
+"""The embedded metadata store: the single-node default, JSON files under the data dir.
 
 Owns: the cluster id, topics (id, partition count, per-topic config overrides), each
 partition's leader, replicas, ISR and leader epoch, the producer-id block counter, the
 group config overrides, the SCRAM credentials, the client quotas, the ACLs (by id) and the
-finalized feature levels. Every
-change is written to a temp file, fsynced and renamed before it is applied in memory, so an
-acknowledged CreateTopics or a handed-out producer-id block survives kill -9.
+finalized feature levels. Every change is logged and fsynced (``metadata_log``) before the
+call returns, with no await in between, so an acknowledged CreateTopics or a handed-out
+producer-id block survives kill -9.
 
-Differs from Kafka: Kafka keeps this in the KRaft metadata log; here one small file is
-rewritten per change (changes are rare: topic admin, leader elections, PID blocks). The etcd
-backend for a cluster implements the same methods.
+Differs from Kafka: Kafka keeps this in the KRaft metadata log; here the log records JSON
+deltas of the changed entries and is folded into one snapshot file once it outgrows it. The
+etcd backend for a cluster implements the same methods.
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import os
 import uuid
 
 from protocol.errors import ErrorCode, KafkaError
@@ -24,6 +22,7 @@ from security.acls import StandardAcl
 
 from .features import NEW_CLUSTER_LEVELS
 from .metadata import BrokerRegistration, MetadataCache, PartitionState, TopicState
+from .metadata_log import MetadataLog
 
 __all__ = ["MetadataStore", "PartitionState", "TopicState", "new_cluster_id", "PRODUCER_ID_BLOCK_SIZE"]
 
@@ -48,6 +47,7 @@ class MetadataStore(MetadataCache):
         self.controller_epoch = 0  # bumped each time this broker (re)takes the controller role at start
         self.metadata_offset = 0  # how many changes were written: the metadata log's end offset in KRaft terms
         self.next_producer_id_block = 0
+        self._log = MetadataLog(path)
         self._load()
 
     async def catch_up_group_config(self, group_id: str) -> None:
@@ -63,12 +63,10 @@ class MetadataStore(MetadataCache):
             raise KafkaError(ErrorCode.broker_id_not_registered, f"Broker ID {node_id} is not currently registered")
 
     def _load(self) -> None:
-        try:
-            with open(self.path) as f:
-                raw = json.load(f)
-        except FileNotFoundError:  # a new cluster
+        raw = self._log.load()
+        if raw is None:  # a new cluster
             self.finalized_features = dict(NEW_CLUSTER_LEVELS)
-            self._save()
+            self._snapshot()
             return
         self.cluster_id = raw["cluster_id"]
         self.next_producer_id_block = raw.get("next_producer_id_block", 0)
@@ -90,29 +88,41 @@ class MetadataStore(MetadataCache):
         """The position of the image in the metadata history (DescribeQuorum's high watermark)."""
         return self.metadata_offset
 
-    def _save(self) -> None:
+    # The image's maps, each entry encoded on its own so that a change logs only its entries.
+    _ENCODERS = {
+        "topics": lambda t: {"topic_id": t.topic_id, "configs": t.configs,
+                             "partitions": [p.to_json() for p in t.partitions]},
+        "group_configs": dict,
+        "scram_credentials": lambda c: c,
+        "client_quotas": dict,
+        "acls": lambda acl: acl.to_json(),
+    }
+
+    def _values(self) -> dict:
+        return {"cluster_id": self.cluster_id, "controller_epoch": self.controller_epoch,
+                "metadata_offset": self.metadata_offset, "next_producer_id_block": self.next_producer_id_block,
+                "finalized_features": self.finalized_features, "features_epoch": self.features_epoch}
+
+    def _entries(self, name: str, keys) -> dict:
+        current, encode = getattr(self, name), self._ENCODERS[name]
+        return {k: encode(current[k]) if k in current else None for k in keys}
+
+    def _save(self, **changed) -> None:
+        """Log one change: the scalar values and the named map entries (``topics=[name]``;
+        an entry no longer present is logged as deleted)."""
         self.metadata_offset += 1
-        raw = {
-            "cluster_id": self.cluster_id,
-            "controller_epoch": self.controller_epoch,
-            "metadata_offset": self.metadata_offset,
-            "next_producer_id_block": self.next_producer_id_block,
-            "topics": {n: {"topic_id": t.topic_id, "configs": t.configs,
-                           "partitions": [p.to_json() for p in t.partitions]}
-                       for n, t in self.topics.items()},
-            "group_configs": self.group_configs,
-            "scram_credentials": self.scram_credentials,
-            "client_quotas": self.client_quotas,
-            "acls": {acl_id: acl.to_json() for acl_id, acl in self.acls.items()},
-            "finalized_features": self.finalized_features,
-            "features_epoch": self.features_epoch,
-        }
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(raw, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        self._log.append({"offset": self.metadata_offset, "values": self._values(),
+                          "entries": {name: self._entries(name, keys) for name, keys in changed.items()}})
+        if self._log.wants_snapshot:
+            self._log.write_snapshot(self._image())
+
+    def _snapshot(self) -> None:
+        """A change to most of the image (start-up's election): written as a new snapshot."""
+        self.metadata_offset += 1
+        self._log.write_snapshot(self._image())
+
+    def _image(self) -> dict:
+        return {**self._values(), **{name: self._entries(name, getattr(self, name)) for name in self._ENCODERS}}
 
     # --- topics ---------------------------------------------------------------------------
 
@@ -120,7 +130,7 @@ class MetadataStore(MetadataCache):
         topic = TopicState(name, str(uuid.uuid4()),
                            [self._new_partition() for _ in range(num_partitions)], dict(configs))
         self.topics[name] = topic
-        self._save()
+        self._save(topics=[name])
         return topic
 
     def _new_partition(self) -> PartitionState:
@@ -128,17 +138,17 @@ class MetadataStore(MetadataCache):
 
     def delete_topic(self, name: str) -> TopicState:
         topic = self.topics.pop(name)
-        self._save()
+        self._save(topics=[name])
         return topic
 
     def add_partitions(self, name: str, total: int) -> None:
         topic = self.topics[name]
         topic.partitions.extend(self._new_partition() for _ in range(total - len(topic.partitions)))
-        self._save()
+        self._save(topics=[name])
 
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         self.topics[name].configs = dict(configs)
-        self._save()
+        self._save(topics=[name])
 
     # --- groups ----------------------------------------------------------------------------
 
@@ -148,7 +158,7 @@ class MetadataStore(MetadataCache):
             self.group_configs[group_id] = dict(configs)
         else:
             self.group_configs.pop(group_id, None)
-        self._save()
+        self._save(group_configs=[group_id])
 
     def alter_scram_credentials(self, changes: dict[str, dict[str, dict]]) -> None:
         """Replace each named user's credentials at once (an empty set removes the user)."""
@@ -157,7 +167,7 @@ class MetadataStore(MetadataCache):
                 self.scram_credentials[user] = credentials
             else:
                 self.scram_credentials.pop(user, None)
-        self._save()
+        self._save(scram_credentials=list(changes))
 
     def alter_client_quotas(self, changes: dict[str, dict[str, float]]) -> None:
         """Replace each named entity's quotas at once (an empty map removes the entity)."""
@@ -166,7 +176,7 @@ class MetadataStore(MetadataCache):
                 self.client_quotas[entity] = dict(quotas)
             else:
                 self.client_quotas.pop(entity, None)
-        self._save()
+        self._save(client_quotas=list(changes))
 
     def update_features(self, levels: dict[str, int], expected_epoch: int) -> bool:
         """Finalize ``levels`` if the levels are still those of ``expected_epoch``; the new
@@ -185,7 +195,7 @@ class MetadataStore(MetadataCache):
                 p.leader = self.node_id
                 p.leader_epoch += 1
                 p.isr = [self.node_id]
-        self._save()
+        self._snapshot()
 
     async def alter_partitions(self, changes, controller_epoch: int | None = None,
                                wait: bool = False) -> set[tuple[str, int]]:
@@ -197,7 +207,7 @@ class MetadataStore(MetadataCache):
                 t.partitions[index] = state
                 written.add((topic, index))
         if written:
-            self._save()
+            self._save(topics={topic for topic, _ in written})
             self.notify(written, set())
         return written
 
@@ -208,13 +218,13 @@ class MetadataStore(MetadataCache):
         new = {acl.acl_id: acl for acl in acls if acl.acl_id not in self.acls}
         if new:
             self.acls = {**self.acls, **new}
-            self._save()
+            self._save(acls=list(new))
             self.notify_acls()
 
     async def delete_acls(self, acl_ids: set[str]) -> None:
         if acl_ids & self.acls.keys():
             self.acls = {k: v for k, v in self.acls.items() if k not in acl_ids}
-            self._save()
+            self._save(acls=list(acl_ids))
             self.notify_acls()
 
     # --- producer ids ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import NamedTuple
 
 import structlog
 
@@ -52,6 +53,15 @@ def validate_topic_name(name: str) -> None:
                          f"Topic name {name!r} is illegal: it must be 1-249 characters of "
                          f"[a-zA-Z0-9._-] and not '.' or '..'")
 
+
+
+class TopicCreation(NamedTuple):
+    """One topic of a CreateTopics request, validated: what to create."""
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+    assignment: list[list[int]] | None = None
 
 class ReplicaManager:
     def __init__(self, config, metadata: MetadataCache, log_manager: LogManager, metrics,
@@ -217,25 +227,59 @@ class ReplicaManager:
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicState:
         """Embedded store: create and open at once (synchronous, one replica)."""
-        validate_topic_name(name)
-        if name in self.metadata.topics:
-            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-        topic = self.metadata.create_topic(name, num_partitions, configs)
-        for i in range(num_partitions):
-            self._open_partition(topic, i)
-        self.apply_delta({(name, i) for i in range(num_partitions)}, set())
-        log.info("topic_created", topic=name, partitions=num_partitions, topic_id=topic.topic_id,
-                 configs=configs)
-        return topic
+        return self.create_topics([TopicCreation(name, num_partitions, 1, configs)])[0]
+
+    def create_topics(self, creations: list[TopicCreation]) -> list[TopicState]:
+        """Embedded store: the topics in one metadata record, as KRaft writes one CreateTopics
+        in one batch (one fsync, not one per topic), then their logs opened."""
+        for c in creations:
+            validate_topic_name(c.name)
+            if c.name in self.metadata.topics:
+                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{c.name}' already exists.")
+        topics = self.metadata.create_topics([(c.name, c.num_partitions, c.configs) for c in creations])
+        for topic in topics:
+            cfg = self._log_config(topic.name, topic.configs)
+            for i in range(len(topic.partitions)):
+                self._open_partition(topic, i, cfg)
+        self.apply_delta({(t.name, i) for t in topics for i in range(len(t.partitions))}, set())
+        for topic in topics:
+            log.info("topic_created", topic=topic.name, partitions=len(topic.partitions),
+                     topic_id=topic.topic_id, configs=topic.configs)
+        return topics
+
+    async def create_topics_replicated(self, creations: list[TopicCreation]) -> dict[str, TopicState | KafkaError]:
+        """CreateTopics: each topic created or its error. The embedded store takes the topics
+        that pass its checks in one record; a cluster's are created one by one."""
+        out: dict[str, TopicState | KafkaError] = {}
+        if self.clustered:
+            for c in creations:
+                try:
+                    out[c.name] = await self.create_topic_replicated(*c)
+                except KafkaError as exc:
+                    out[c.name] = exc
+            return out
+        batch = []
+        for c in creations:
+            try:
+                self._check_single_replica(c.replication_factor, c.assignment)
+                batch.append(c)
+            except KafkaError as exc:
+                out[c.name] = exc
+        out.update((t.name, t) for t in self.create_topics(batch))
+        return out
+
+    @staticmethod
+    def _check_single_replica(replication_factor: int, assignment: list[list[int]] | None) -> None:
+        if replication_factor > 1 or (assignment and any(len(r) > 1 for r in assignment)):
+            raise KafkaError(ErrorCode.invalid_replication_factor,
+                             f"Replication factor: {replication_factor} larger than available brokers: 1.")
 
     async def create_topic_replicated(self, name: str, num_partitions: int, replication_factor: int,
                                       configs: dict[str, str],
                                       assignment: list[list[int]] | None = None) -> TopicState:
         """CreateTopics/auto-create: the embedded store, or the cluster's with RF checks."""
         if not self.clustered:
-            if replication_factor > 1 or (assignment and any(len(r) > 1 for r in assignment)):
-                raise KafkaError(ErrorCode.invalid_replication_factor,
-                                 f"Replication factor: {replication_factor} larger than available brokers: 1.")
+            self._check_single_replica(replication_factor, assignment)
             return self.create_topic(name, num_partitions, configs)
         validate_topic_name(name)
         if name in self.metadata.topics:
@@ -269,12 +313,30 @@ class ReplicaManager:
                                  f"{index} are fenced or in controlled shutdown.")
 
     def delete_topic(self, name: str) -> None:
-        topic = self.metadata.delete_topic(name)
-        for i in range(len(topic.partitions)):
-            part = self.partitions.get((name, i))
-            if part is not None:
-                self._remove_partition(part, delete=True)
-        log.info("topic_deleted", topic=name, topic_id=topic.topic_id)
+        self.delete_topics([name])
+
+    def delete_topics(self, names: list[str]) -> None:
+        """Embedded store: the topics out of the metadata in one record, then their replicas."""
+        for topic in self.metadata.delete_topics(names):
+            for i in range(len(topic.partitions)):
+                part = self.partitions.get((topic.name, i))
+                if part is not None:
+                    self._remove_partition(part, delete=True)
+            log.info("topic_deleted", topic=topic.name, topic_id=topic.topic_id)
+
+    async def delete_topics_replicated(self, names: list[str]) -> dict[str, KafkaError]:
+        """DeleteTopics: the errors of the topics not deleted (the embedded store deletes them
+        all in one record; a cluster's one by one)."""
+        if not self.clustered:
+            self.delete_topics(names)
+            return {}
+        errors = {}
+        for name in names:
+            try:
+                await self.delete_topic_replicated(name)
+            except KafkaError as exc:
+                errors[name] = exc
+        return errors
 
     async def delete_topic_replicated(self, name: str) -> None:
         if not self.clustered:

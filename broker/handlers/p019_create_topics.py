@@ -7,6 +7,8 @@ Behavior:
   assignment (INVALID_REPLICA_ASSIGNMENT) and each config (INVALID_CONFIG, naming the key).
 - An existing topic gets TOPIC_ALREADY_EXISTS; a name twice in one request INVALID_REQUEST.
 - validate_only checks everything and creates nothing.
+- The topics that pass the checks are created together: on the embedded store in one metadata
+  record (as KRaft commits one request's records in one batch), on a cluster one by one.
 - ``controller_mutation_rate`` (broker.quotas): each topic's partitions count against the
   caller's quota once it passed validation; out of credit, v6+ answers that topic
   THROTTLING_QUOTA_EXCEEDED, older versions are created and throttled afterwards.
@@ -26,7 +28,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..config import ConfigError
-from ..replica_manager import validate_topic_name
+from ..replica_manager import TopicCreation, validate_topic_name
 from ..request_context import MutationQuota, RequestContext
 from ..topic_config import effective, validate_topic_config
 
@@ -35,16 +37,26 @@ from ..topic_config import effective, validate_topic_config
 async def handle_create_topics(ctx: RequestContext, request) -> dict:
     counts = Counter(t.name for t in request.topics)
     quota = ctx.mutation_quota(strict_since=6)
-    results = []
+    outcomes: dict[str, TopicCreation | KafkaError] = {}
     for t in request.topics:
         if counts[t.name] > 1:
-            results.append(_error(t.name, ErrorCode.invalid_request,
-                                  f"Create topics request from client contains multiple entries for {t.name}"))
+            outcomes[t.name] = KafkaError(ErrorCode.invalid_request,
+                                          f"Create topics request from client contains multiple entries for {t.name}")
             continue
         try:
-            results.append(await _create(ctx, t, request.validate_only, quota))
+            outcomes[t.name] = _validated(ctx, t, quota)
         except KafkaError as exc:
-            results.append(_error(t.name, exc.code, exc.message))
+            outcomes[t.name] = exc
+    planned = [c for c in outcomes.values() if isinstance(c, TopicCreation)]
+    created = {} if request.validate_only or not planned else \
+        await ctx.services.replica_manager.create_topics_replicated(planned)
+    results = []
+    for name, outcome in outcomes.items():
+        outcome = created.get(name, outcome)
+        if isinstance(outcome, KafkaError):
+            results.append(_error(name, outcome.code, outcome.message))
+        else:
+            results.append(_result(ctx, outcomes[name], getattr(outcome, "uuid", None)))
     return {"throttle_time": quota.finish(), "topics": results}
 
 
@@ -53,7 +65,8 @@ def _error(name: str, code: ErrorCode, message: str | None) -> dict:
             "replication_factor": -1, "configs": None}
 
 
-async def _create(ctx: RequestContext, t, validate_only: bool, quota: MutationQuota) -> dict:
+def _validated(ctx: RequestContext, t, quota: MutationQuota) -> TopicCreation:
+    """What to create for one requested topic, or the KafkaError that refuses it."""
     broker = ctx.services
     if not (authorize_cluster(ctx, AclOperation.CREATE)
             or authorize(ctx, AclOperation.CREATE, ResourceType.TOPIC, t.name)):
@@ -91,18 +104,14 @@ async def _create(ctx: RequestContext, t, validate_only: bool, quota: MutationQu
         if value is not None:
             configs[c.name] = value
     quota.record(num_partitions)
-    if not validate_only:
-        topic = await broker.replica_manager.create_topic_replicated(t.name, num_partitions, rf, configs,
-                                                                     assignment)
-        topic_id = topic.uuid
-    else:
-        topic_id = None
+    return TopicCreation(t.name, num_partitions, rf, configs, assignment)
+
+
+def _result(ctx: RequestContext, c: TopicCreation, topic_id) -> dict:
     return {
-        "name": t.name, "topic_id": topic_id, "error_code": 0, "error_message": None,
-        "num_partitions": num_partitions, "replication_factor": rf,
+        "name": c.name, "topic_id": topic_id, "error_code": 0, "error_message": None,
+        "num_partitions": c.num_partitions, "replication_factor": c.replication_factor,
         "configs": [{"name": k, "value": v, "read_only": False,
                      "config_source": 1 if is_override else 5, "is_sensitive": False}
-                    for k, (v, is_override) in sorted(effective(configs, broker.config).items())],
+                    for k, (v, is_override) in sorted(effective(c.configs, ctx.services.config).items())],
     }
-
-

@@ -8,13 +8,15 @@ Behavior:
   before v3), as Kafka.
 - An unknown name gets UNKNOWN_TOPIC_OR_PARTITION, an unknown id UNKNOWN_TOPIC_ID. A name or
   id given twice, both a name and an id in one entry, or neither, gets INVALID_REQUEST (Kafka's
-  messages: "Duplicate topic name.", ...).
+  messages: "Duplicate topic name.", ...). A topic named by its name in one entry and by its id
+  in another is not deleted: one INVALID_REQUEST result for it.
 - Internal topics (``__consumer_offsets``, ``__transaction_state``) are refused with
   INVALID_REQUEST.
 
 Differs from Kafka: Kafka 4.x deletes internal topics when asked (only the kafka-topics tool
 refuses); here the group and transaction coordinators keep those partitions open, so the
-request is refused. Deletion is synchronous, so ``timeout_ms`` is not needed.
+request is refused. Deletion is synchronous, so ``timeout_ms`` is not needed. The topics that
+pass the checks are deleted together: on the embedded store in one metadata record.
 - With an authorizer: DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED.
 - ``controller_mutation_rate``: a topic's partitions count against the caller's quota before it
   is deleted; out of credit, v5+ answers THROTTLING_QUOTA_EXCEEDED, older versions are deleted
@@ -69,33 +71,57 @@ async def handle_delete_topics(ctx: RequestContext, request) -> dict:
                 reported.add(("i", tid))
                 responses.append(_result(None, tid, ErrorCode.invalid_request, "Duplicate topic id."))
         else:
-            responses.append(await _delete(ctx, name, tid, quota))
+            try:
+                topic = _validated(ctx, name, tid, quota)
+                responses.append(_result(topic.name, topic.uuid, ErrorCode.none, None))
+            except KafkaError as exc:
+                responses.append(_result(name, tid, exc.code, exc.message))
+    responses = _refuse_named_twice(responses)
+    deleting = [r["name"] for r in responses if r["error_code"] == ErrorCode.none]
+    if deleting:
+        errors = await ctx.services.replica_manager.delete_topics_replicated(deleting)
+        for r in responses:
+            exc = errors.get(r["name"]) if r["error_code"] == ErrorCode.none else None
+            if exc is not None:
+                r.update(error_code=exc.code, error_message=exc.message)
     return {"throttle_time": quota.finish(), "responses": responses}
+
+
+def _refuse_named_twice(responses: list[dict]) -> list[dict]:
+    """A topic given both by name and by id is not deleted: one INVALID_REQUEST answer for
+    it, as Kafka's ControllerApis gives."""
+    named = Counter(r["name"] for r in responses if r["error_code"] == ErrorCode.none)
+    out, refused = [], set()
+    for r in responses:
+        if r["error_code"] != ErrorCode.none or named[r["name"]] == 1:
+            out.append(r)
+        elif r["name"] not in refused:
+            refused.add(r["name"])
+            out.append(_result(r["name"], r["topic_id"], ErrorCode.invalid_request,
+                               "The provided topic name maps to an ID that was already supplied."))
+    return out
 
 
 def _result(name, topic_id, code, message) -> dict:
     return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
 
 
-async def _delete(ctx: RequestContext, name: str | None, topic_id, quota: MutationQuota) -> dict:
+def _validated(ctx: RequestContext, name: str | None, topic_id, quota: MutationQuota):
+    """The topic to delete, or the KafkaError that refuses it."""
     broker = ctx.services
-    try:
-        if name is None:
-            topic = broker.metadata.topic_by_id(topic_id)
-            if topic is None:
-                raise KafkaError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
-        else:
-            topic = broker.metadata.topics.get(name)
-            if topic is None:
-                raise KafkaError(ErrorCode.unknown_topic_or_partition,
-                                 "This server does not host this topic-partition.")
-        if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic.name):
-            raise KafkaError(ErrorCode.topic_authorization_failed, None)
-        if topic.name in INTERNAL_TOPICS:
-            raise KafkaError(ErrorCode.invalid_request,
-                             f"Topic {topic.name} is an internal topic and cannot be deleted.")
-        quota.record(len(topic.partitions))
-        await broker.replica_manager.delete_topic_replicated(topic.name)
-        return _result(topic.name, topic.uuid, ErrorCode.none, None)
-    except KafkaError as exc:
-        return _result(name, topic_id, exc.code, exc.message)
+    if name is None:
+        topic = broker.metadata.topic_by_id(topic_id)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_id, "This server does not host this topic ID.")
+    else:
+        topic = broker.metadata.topics.get(name)
+        if topic is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition,
+                             "This server does not host this topic-partition.")
+    if not authorize(ctx, AclOperation.DELETE, ResourceType.TOPIC, topic.name):
+        raise KafkaError(ErrorCode.topic_authorization_failed, None)
+    if topic.name in INTERNAL_TOPICS:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Topic {topic.name} is an internal topic and cannot be deleted.")
+    quota.record(len(topic.partitions))
+    return topic

@@ -127,19 +127,29 @@ class MetadataStore(MetadataCache):
     # --- topics ---------------------------------------------------------------------------
 
     def create_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicState:
-        topic = TopicState(name, str(uuid.uuid4()),
-                           [self._new_partition() for _ in range(num_partitions)], dict(configs))
-        self.topics[name] = topic
-        self._save(topics=[name])
-        return topic
+        return self.create_topics([(name, num_partitions, configs)])[0]
+
+    def create_topics(self, topics: list[tuple[str, int, dict[str, str]]]) -> list[TopicState]:
+        """Several topics in one change (one CreateTopics request)."""
+        created = [TopicState(name, str(uuid.uuid4()), [self._new_partition() for _ in range(n)], dict(configs))
+                   for name, n, configs in topics]
+        if created:
+            self.topics.update((t.name, t) for t in created)
+            self._save(topics=[t.name for t in created])
+        return created
 
     def _new_partition(self) -> PartitionState:
         return PartitionState(self.node_id, 0, [self.node_id], [self.node_id])
 
     def delete_topic(self, name: str) -> TopicState:
-        topic = self.topics.pop(name)
-        self._save(topics=[name])
-        return topic
+        return self.delete_topics([name])[0]
+
+    def delete_topics(self, names: list[str]) -> list[TopicState]:
+        """Several topics in one change (one DeleteTopics request)."""
+        deleted = [self.topics.pop(name) for name in names]
+        if deleted:
+            self._save(topics=names)
+        return deleted
 
     def add_partitions(self, name: str, total: int) -> None:
         topic = self.topics[name]

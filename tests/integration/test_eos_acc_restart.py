@@ -241,7 +241,7 @@ def test_kill9_after_prepare_durable_before_markers(restartable_broker, topic_na
 # --------------------------------------------------------------------------- 8.1 first run
 
 @kafka_falls_short("records CompleteAbort for the timed-out transaction but writes no abort marker (none in 30 s) "
-                   "marker to the partition, leaderless when the coordinator aborted after the restart: "
+                   "to the partition, leaderless when the coordinator aborted after the restart: "
                    "the partition's last stable offset stays at the transaction's first offset")
 def test_8_1_kill9_down_past_transaction_timeout_aborts_with_epoch_bump_and_fences(restartable_broker, topic_name):
     from confluent_kafka import KafkaError, KafkaException

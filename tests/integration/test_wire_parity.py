@@ -238,3 +238,24 @@ def _list_offsets_missing_topic(bootstrap: str) -> list:
 
 def test_list_offsets_on_a_missing_topic_matches_apache_kafka(ours, apache_kafka):
     assert _list_offsets_missing_topic(ours) == _list_offsets_missing_topic(apache_kafka)
+
+
+def _delete_by_name_and_id(bootstrap: str) -> tuple:
+    """One topic given twice in a DeleteTopics v6, by its name and by its id: what is answered,
+    and whether it is still there."""
+    name = f"wire-parity-twice-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, name, 1)
+    with RawClient(bootstrap) as c:
+        md = c.call(3, 12, {"topics": [{"name": name, "topic_id": None}], "allow_auto_topic_creation": False,
+                            "include_topic_authorized_operations": False})
+        topic_id = md.topics[0].topic_id
+        r = c.call(20, 6, {"topics": [{"name": name, "topic_id": None}, {"name": None, "topic_id": topic_id}],
+                           "timeout": 30000})
+        after = c.call(3, 12, {"topics": [{"name": name, "topic_id": None}], "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+    return [(x.name == name, x.topic_id == topic_id, x.error_code.name) for x in r.responses], \
+        after.topics[0].error_code.name
+
+
+def test_delete_topics_by_name_and_id_at_once_matches_apache_kafka(ours, apache_kafka):
+    assert _delete_by_name_and_id(ours) == _delete_by_name_and_id(apache_kafka)

@@ -39,6 +39,7 @@ from . import topic_config
 from .partition import Partition
 
 PROGRESS_INTERVAL_S = 2.0  # long start-ups report progress this often, not per partition
+NEW_LOGS_PER_TASK = 256  # a CreateTopics' new logs are made in tasks of this many partitions
 
 log = structlog.get_logger("broker.replica_manager")
 
@@ -53,6 +54,12 @@ def validate_topic_name(name: str) -> None:
                          f"Topic name {name!r} is illegal: it must be 1-249 characters of "
                          f"[a-zA-Z0-9._-] and not '.' or '..'")
 
+
+
+def _log_created(topics: list[TopicState]) -> None:
+    for topic in topics:
+        log.info("topic_created", topic=topic.name, partitions=len(topic.partitions),
+                 topic_id=topic.topic_id, configs=topic.configs)
 
 
 class TopicCreation(NamedTuple):
@@ -79,6 +86,7 @@ class ReplicaManager:
         self.on_follower: list[Callable[[str, int, int], None]] = []
         self._background: set[asyncio.Task] = set()  # ISR writes, internal-topic creation
         self._creating: set[str] = set()
+        self._topic_admin_lock = asyncio.Lock()  # embedded store: CreateTopics / DeleteTopics in turn
 
     @property
     def clustered(self) -> bool:
@@ -242,14 +250,13 @@ class ReplicaManager:
             for i in range(len(topic.partitions)):
                 self._open_partition(topic, i, cfg)
         self.apply_delta({(t.name, i) for t in topics for i in range(len(t.partitions))}, set())
-        for topic in topics:
-            log.info("topic_created", topic=topic.name, partitions=len(topic.partitions),
-                     topic_id=topic.topic_id, configs=topic.configs)
+        _log_created(topics)
         return topics
 
     async def create_topics_replicated(self, creations: list[TopicCreation]) -> dict[str, TopicState | KafkaError]:
         """CreateTopics: each topic created or its error. The embedded store takes the topics
-        that pass its checks in one record; a cluster's are created one by one."""
+        that pass its checks in one record and makes their logs off the event loop; a
+        cluster's are created one by one (each broker opens its replicas from the watch)."""
         out: dict[str, TopicState | KafkaError] = {}
         if self.clustered:
             for c in creations:
@@ -258,15 +265,47 @@ class ReplicaManager:
                 except KafkaError as exc:
                     out[c.name] = exc
             return out
-        batch = []
-        for c in creations:
-            try:
-                self._check_single_replica(c.replication_factor, c.assignment)
-                batch.append(c)
-            except KafkaError as exc:
-                out[c.name] = exc
-        out.update((t.name, t) for t in self.create_topics(batch))
+        async with self._topic_admin_lock:
+            batch = []
+            for c in creations:
+                try:
+                    self._check_single_replica(c.replication_factor, c.assignment)
+                    validate_topic_name(c.name)
+                    if c.name in self.metadata.topics:
+                        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{c.name}' already exists.")
+                    batch.append(c)
+                except KafkaError as exc:
+                    out[c.name] = exc
+            topics = self.metadata.create_topics([(c.name, c.num_partitions, c.configs) for c in batch])
+            await self._open_new_logs(topics)
+        out.update((t.name, t) for t in topics)
         return out
+
+    async def _open_new_logs(self, topics: list[TopicState]) -> None:
+        """Make the new topics' logs on ``num.recovery.threads.per.data.dir`` threads (a
+        CreateTopics of thousands of partitions held the event loop for seconds, every other
+        client waiting), then add their partitions on the loop. Meanwhile the topics are in
+        the metadata without replicas here, which a client is told NOT_LEADER_OR_FOLLOWER
+        (Kafka's window between the record and the log)."""
+        work = [(t, i, self._log_config(t.name, t.configs)) for t in topics for i in range(len(t.partitions))]
+        loop = asyncio.get_running_loop()
+        threads = self.config["num.recovery.threads.per.data.dir"]
+        with ThreadPoolExecutor(threads, thread_name_prefix="log-create") as pool:
+            chunks = [work[i:i + NEW_LOGS_PER_TASK] for i in range(0, len(work), NEW_LOGS_PER_TASK)]
+            made = await asyncio.gather(*(loop.run_in_executor(pool, self._open_logs, chunk) for chunk in chunks))
+        changed = set()
+        for chunk, logs in zip(chunks, made, strict=True):
+            for (topic, i, _), plog in zip(chunk, logs, strict=True):
+                if self.metadata.topics.get(topic.name) is not topic:
+                    continue  # deleted while its logs were made (not by DeleteTopics: it waits)
+                plog.config = self._log_config(topic.name, topic.configs)  # configs altered meanwhile
+                self._add_partition(topic, i, plog)
+                changed.add((topic.name, i))
+        self.apply_delta(changed, set())
+        _log_created(topics)
+
+    def _open_logs(self, chunk: list[tuple[TopicState, int, LogConfig]]) -> list[Log]:
+        return [self._open_log(topic, i, cfg) for topic, i, cfg in chunk]
 
     @staticmethod
     def _check_single_replica(replication_factor: int, assignment: list[list[int]] | None) -> None:
@@ -328,7 +367,8 @@ class ReplicaManager:
         """DeleteTopics: the errors of the topics not deleted (the embedded store deletes them
         all in one record; a cluster's one by one)."""
         if not self.clustered:
-            self.delete_topics(names)
+            async with self._topic_admin_lock:  # after any CreateTopics still making its logs
+                self.delete_topics([n for n in names if n in self.metadata.topics])
             return {}
         errors = {}
         for name in names:

@@ -167,6 +167,48 @@ def kp_admin(bootstrap: str) -> KafkaAdminClient:
 
 
 # --------------------------------------------------------------------------- CreatePartitions
+def test_other_clients_are_served_while_a_large_create_topics_makes_its_logs(broker, topic_name):
+    """The embedded store makes a CreateTopics' logs off the event loop: while 4000 logs are
+    being made, another connection's Metadata already lists the topic (the record is written
+    first, as KRaft's is) instead of waiting behind the request, and the create then succeeds
+    with every partition led."""
+    import threading
+
+    answered: dict[str, object] = {}
+
+    def create() -> None:
+        with RawClient(broker.bootstrap, timeout=300) as c:
+            r = c.call(19, 7, {"timeout": 300000, "validate_only": False, "topics": [
+                {"name": topic_name, "num_partitions": 4000, "replication_factor": 1, "assignments": [],
+                 "configs": []}]})
+        answered["create"] = r.topics[0].error_code
+
+    creating = threading.Thread(target=create)
+    creating.start()
+    seen_while_creating = None
+    try:
+        with RawClient(broker.bootstrap) as other:
+            while "create" not in answered and creating.is_alive():
+                t = other.call(3, 12, {"topics": [{"name": topic_name, "topic_id": None}],
+                                       "allow_auto_topic_creation": False,
+                                       "include_topic_authorized_operations": False}).topics[0]
+                if t.error_code == 0 and "create" not in answered:
+                    seen_while_creating = len(t.partitions)
+                    break
+    finally:
+        creating.join(300)
+    try:
+        assert answered.get("create") == 0
+        assert seen_while_creating == 4000
+        with RawClient(broker.bootstrap) as c:
+            t = c.call(3, 12, {"topics": [{"name": topic_name, "topic_id": None}], "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False}).topics[0]
+        assert len(t.partitions) == 4000 and {p.leader_id for p in t.partitions} == {1}
+    finally:
+        with RawClient(broker.bootstrap, timeout=120) as c:
+            c.call(20, 6, {"topics": [{"name": topic_name, "topic_id": None}], "timeout": 60000})
+
+
 def test_create_partitions(broker, topic_name):
     b = broker.bootstrap
     create_topic(b, topic_name, 1)

@@ -30,10 +30,12 @@ def bootstrap(request, tmp_path_factory):
 
 def _abort_until_the_id_moves(c: RawClient, txn: str, pid: int) -> tuple[int, int, int]:
     """Empty EndTxn v5 aborts from epoch 0 on, each answered with the next epoch of ``pid``,
-    until one answers another producer id: (the epoch it was sent at, new id, new epoch)."""
+    until one answers another producer id: (the epoch it was sent at, new id, new epoch).
+    An abort sent while the previous one's markers are still written is answered
+    CONCURRENT_TRANSACTIONS (a replicated __transaction_state takes a few ms): retried at once."""
     epoch = 0
     for _ in range(MAX_PRODUCER_EPOCH + 1):
-        error, answered_pid, answered_epoch = _end(c, txn, pid, epoch, commit=False)
+        error, answered_pid, answered_epoch = _end(c, txn, pid, epoch, commit=False, pause=0.002)
         assert error == 0, (epoch, E(error))
         if answered_pid != pid:
             return epoch, answered_pid, answered_epoch

@@ -34,14 +34,14 @@ def topic(bootstrap, request):
     return name
 
 
-def _retrying(fn, what: str, timeout: float = 20):
+def _retrying(fn, what: str, timeout: float = 20, pause: float = 0.05):
     deadline = time.monotonic() + timeout
     while True:
         result = fn()
         code = result if isinstance(result, int) else result[0]
         if code not in RETRY or time.monotonic() > deadline:
             return result
-        time.sleep(0.05)
+        time.sleep(pause)
 
 
 def _init(c: RawClient, txn: str) -> tuple[int, int]:
@@ -64,12 +64,13 @@ def _produce(c: RawClient, topic: str, txn: str, pid: int, epoch: int, seq: int,
                      "Produce")
 
 
-def _end(c: RawClient, txn: str, pid: int, epoch: int, commit: bool, version: int = 5) -> tuple[int, int, int]:
+def _end(c: RawClient, txn: str, pid: int, epoch: int, commit: bool, version: int = 5,
+         pause: float = 0.05) -> tuple[int, int, int]:
     def once():
         r = c.call(26, version, {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch,
                                  "committed": commit})
         return r.error_code, getattr(r, "producer_id", -1), getattr(r, "producer_epoch", -1)
-    return _retrying(once, "EndTxn")
+    return _retrying(once, "EndTxn", pause=pause)
 
 
 def _wait_state(c: RawClient, txn: str, state: str) -> None:

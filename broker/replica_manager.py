@@ -55,7 +55,6 @@ def validate_topic_name(name: str) -> None:
                          f"[a-zA-Z0-9._-] and not '.' or '..'")
 
 
-
 def _log_created(topics: list[TopicState]) -> None:
     for topic in topics:
         log.info("topic_created", topic=topic.name, partitions=len(topic.partitions),
@@ -69,6 +68,7 @@ class TopicCreation(NamedTuple):
     replication_factor: int
     configs: dict[str, str]
     assignment: list[list[int]] | None = None
+
 
 class ReplicaManager:
     def __init__(self, config, metadata: MetadataCache, log_manager: LogManager, metrics,
@@ -241,9 +241,7 @@ class ReplicaManager:
         """Embedded store: the topics in one metadata record, as KRaft writes one CreateTopics
         in one batch (one fsync, not one per topic), then their logs opened."""
         for c in creations:
-            validate_topic_name(c.name)
-            if c.name in self.metadata.topics:
-                raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{c.name}' already exists.")
+            self._check_creatable(c.name)
         topics = self.metadata.create_topics([(c.name, c.num_partitions, c.configs) for c in creations])
         for topic in topics:
             cfg = self._log_config(topic.name, topic.configs)
@@ -270,16 +268,21 @@ class ReplicaManager:
             for c in creations:
                 try:
                     self._check_single_replica(c.replication_factor, c.assignment)
-                    validate_topic_name(c.name)
-                    if c.name in self.metadata.topics:
-                        raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{c.name}' already exists.")
+                    self._check_creatable(c.name)  # again: another request may have created it meanwhile
                     batch.append(c)
                 except KafkaError as exc:
                     out[c.name] = exc
             topics = self.metadata.create_topics([(c.name, c.num_partitions, c.configs) for c in batch])
-            await self._open_new_logs(topics)
+            # Shielded: the topics are in the metadata now, so their partitions are added even
+            # if this request is cancelled (a vanished client), or they would stay unserved.
+            await asyncio.shield(self._open_new_logs(topics))
         out.update((t.name, t) for t in topics)
         return out
+
+    def _check_creatable(self, name: str) -> None:
+        validate_topic_name(name)
+        if name in self.metadata.topics:
+            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
 
     async def _open_new_logs(self, topics: list[TopicState]) -> None:
         """Make the new topics' logs on ``num.recovery.threads.per.data.dir`` threads (a
@@ -296,8 +299,10 @@ class ReplicaManager:
         changed = set()
         for chunk, logs in zip(chunks, made, strict=True):
             for (topic, i, _), plog in zip(chunk, logs, strict=True):
-                if self.metadata.topics.get(topic.name) is not topic:
-                    continue  # deleted while its logs were made (not by DeleteTopics: it waits)
+                if self.metadata.topics.get(topic.name) is not topic:  # deleted while its logs were made
+                    if topic.name not in self.metadata.topics:  # (and not made again: that log is its)
+                        self.log_manager.delete_log(topic.name, i)
+                    continue
                 plog.config = self._log_config(topic.name, topic.configs)  # configs altered meanwhile
                 self._add_partition(topic, i, plog)
                 changed.add((topic.name, i))
@@ -320,9 +325,7 @@ class ReplicaManager:
         if not self.clustered:
             self._check_single_replica(replication_factor, assignment)
             return self.create_topic(name, num_partitions, configs)
-        validate_topic_name(name)
-        if name in self.metadata.topics:
-            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
+        self._check_creatable(name)
         if assignment is None:
             assignment = self._assign(num_partitions, replication_factor)
         else:

@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 PIPELINE_STAMP := $(VENV)/.pipeline-installed
 PYTEST_ARGS ?=
 
-.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling bench-startup bench-recovery compat compat-fast verify parity clean pipeline-setup pipeline-demo pipeline-bench
+.PHONY: install tools etcd run cluster compose-build compose-up compose-up-secure compose-down test test-all test-unit test-cluster lint bench bench-quick bench-cluster bench-eos bench-tls bench-clients bench-scaling bench-startup bench-recovery bench-topic-admin compat compat-fast verify parity clean pipeline-setup pipeline-demo pipeline-bench
 
 RUN_STAMP := $(VENV)/.run-installed
 
@@ -136,6 +136,11 @@ bench-startup: tools
 # after a clean shutdown and after kill -9, ours then Apache Kafka 4.3.1.
 bench-recovery: tools
 	$(PY) bench/recovery_bench.py --target both $(ARGS)
+
+# One broker: a 10000-partition topic set (10x1000, 1000x10, 10000x1) created, described and
+# deleted, ours then Apache Kafka 4.3.1.
+bench-topic-admin: tools
+	$(PY) bench/topic_admin_bench.py --target both $(ARGS)
 
 # Other projects' test suites and Kafka's tools against fresh brokers (one kbroker node, three,
 # then Apache Kafka 4.3.1 likewise); rewrites the matrix in compat/README.md. ARGS narrows it,

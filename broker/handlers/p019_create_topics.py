@@ -23,6 +23,7 @@ Version notes:
 from collections import Counter
 
 from coordinator.controller.controller import check_replication_factor
+from coordinator.controller.metadata import TopicState
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
@@ -55,8 +56,10 @@ async def handle_create_topics(ctx: RequestContext, request) -> dict:
         outcome = created.get(name, outcome)
         if isinstance(outcome, KafkaError):
             results.append(_error(name, outcome.code, outcome.message))
-        else:
-            results.append(_result(ctx, outcomes[name], getattr(outcome, "uuid", None)))
+        elif isinstance(outcome, TopicState):
+            results.append(_result(ctx, outcomes[name], outcome.uuid))
+        else:  # validate_only: what would have been created
+            results.append(_result(ctx, outcome, None))
     return {"throttle_time": quota.finish(), "topics": results}
 
 

@@ -58,6 +58,31 @@ def produce(brk: Broker, topic: str, n: int, partition: int = 0) -> None:
         brk.replica_manager.append(topic, partition, bytes(build_batch([(b"k", b"v%d" % i)], timestamp=1000)))
 
 
+# --------------------------------------------------------------------------- CreateTopics
+def _creatable(name: str, partitions: int = 2) -> dict:
+    return {"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+            "configs": [{"name": "retention.ms", "value": "1000"}]}
+
+
+def test_create_topics_answers_each_topic_created_refused_or_only_validated(b):
+    b.replica_manager.create_topic("exists", 1, {})
+    body = {"timeout": 1000, "topics": [_creatable("new"), _creatable("exists"), _creatable("dup"),
+                                        _creatable("dup"), _creatable("none", 0)]}
+    dry = call(b, 19, 7, {**body, "validate_only": True})
+    assert [(t.name, t.error_code, t.topic_id) for t in dry.topics][:2] == [
+        ("new", ErrorCode.none, None), ("exists", ErrorCode.topic_already_exists, None)]
+    assert "new" not in b.metadata.topics
+    resp = call(b, 19, 7, {**body, "validate_only": False})
+    by_name = {t.name: t for t in resp.topics}
+    assert [t.name for t in resp.topics] == ["new", "exists", "dup", "none"]  # a name given twice: one result
+    assert by_name["new"].error_code == ErrorCode.none
+    assert by_name["new"].topic_id == b.metadata.topics["new"].uuid and by_name["new"].num_partitions == 2
+    assert ("retention.ms", "1000") in {(c.name, c.value) for c in by_name["new"].configs}
+    assert (by_name["exists"].error_code, by_name["dup"].error_code, by_name["none"].error_code) == (
+        ErrorCode.topic_already_exists, ErrorCode.invalid_request, ErrorCode.invalid_partitions)
+    assert b.replica_manager.get("new", 1).log.config.retention_ms == 1000
+
+
 # --------------------------------------------------------------------------- DeleteTopics
 @pytest.mark.parametrize("version", [1, 3, 4, 5])
 def test_delete_topics_by_name_all_versions(b, version):

@@ -288,7 +288,8 @@ class Broker:
         self.metrics.etcd_connected.set(1)
         await self._fence_previous_life()
         self.replica_manager.fetchers = ReplicaFetcherManager(
-            self.node_id, self.metadata.endpoint, self.config, self._replica_fetched)
+            self.node_id, self.metadata.endpoint, self.config, self._replica_fetched,
+            broker_epoch=lambda: self.metadata.broker_epoch(self.node_id))
         log.info("cluster_joined", node_id=self.node_id, cluster_id=self.metadata.cluster_id,
                  brokers=self.metadata.live_broker_ids(), controller=self.metadata.controller_id,
                  revision=self.metadata.revision)

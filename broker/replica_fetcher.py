@@ -1,8 +1,10 @@
 """Follower replication: one fetcher task per source broker, Kafka's follower-fetch protocol.
 
 Owns: the partitions this broker follows, grouped by their leader; each group is fetched by
-one task on its own connection with Fetch v12 (replica id set, fetch offset = our log end
-offset, ``last_fetched_epoch`` = our latest leader epoch). A response's records are appended as
+one task on its own connection with Fetch v15 (topics by id; the replica state carries this
+broker's id and its broker epoch, KIP-903, so that a leader takes no fetch of an earlier life
+of this broker as a reason to put it back in an ISR; fetch offset = our log end offset,
+``last_fetched_epoch`` = our latest leader epoch). A response's records are appended as
 they are (offsets and epochs assigned by the leader; producer state and the aborted-transaction
 index rebuilt from the batches); the follower's high watermark is min(leader's, own log end
 offset). A ``diverging_epoch`` answer truncates the log to where it agrees with the leader
@@ -29,13 +31,20 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+import uuid
 from collections.abc import Callable
 
 import structlog
-from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
+from kio.schema.fetch.v15.request import (
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+    ForgottenTopic,
+    ReplicaState,
+)
 
 from protocol.errors import ErrorCode
-from protocol.fast import decode_fetch_response_v12
+from protocol.fast import decode_fetch_response_v15
 from storage.leader_epoch import UNDEFINED_EPOCH
 
 from .fetch_session import FetchSessionHandler
@@ -44,16 +53,22 @@ from .partition import Partition
 
 log = structlog.get_logger("broker.replica_fetcher")
 
-FETCH_VERSION = 12
+FETCH_VERSION = 15
 
 
 class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, resolve: Callable[[int], tuple[str, int] | None],
-                 config, on_fetched: Callable[[Partition], None]) -> None:
+                 config, on_fetched: Callable[[Partition], None],
+                 broker_epoch: Callable[[], int] = lambda: -1) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.config = config
+        self.broker_epoch = broker_epoch
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Topic names by id and ids by name, for the requests and answers (by id since v13);
+        # kept for removed partitions too, which a later request still names as forgotten.
+        self.topic_names: dict[uuid.UUID, str] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}
         # What the next incremental fetch looks at: partitions whose fetch position may have
         # moved (added, appended to, truncated) and those no longer followed.
         self.pending: set[tuple[str, int]] = set()
@@ -76,6 +91,7 @@ class ReplicaFetcher:
     def add(self, part: Partition) -> None:
         key = (part.topic, part.index)
         self.partitions[key] = part
+        self.topic_names[part.topic_id], self.topic_ids[part.topic] = part.topic, part.topic_id
         self.pending.add(key)
         self.removed.discard(key)
         self.delayed.pop(key, None)
@@ -116,8 +132,9 @@ class ReplicaFetcher:
             try:
                 request = self._build_request()
                 response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request,
-                                                          decoder=decode_fetch_response_v12)
-                error_code, session_id, topics = response
+                                                          decoder=decode_fetch_response_v15)
+                error_code, session_id, by_id = response
+                topics = [(self.topic_names.get(topic_id), parts) for topic_id, parts in by_id]
                 ok = self.session.handle_response(error_code, session_id)
                 if ok:
                     self._process(topics)
@@ -196,19 +213,20 @@ class ReplicaFetcher:
             self.asked[key] = (changed[key], fp)
         for key in removed:
             self.asked.pop(key, None)
-        by_topic: dict[str, list[FetchPartition]] = {}
+        by_topic: dict[uuid.UUID, list[FetchPartition]] = {}
         for key in send:
-            by_topic.setdefault(key[0], []).append(wanted[key])
-        forgotten: dict[str, list[int]] = {}
+            by_topic.setdefault(self.topic_ids[key[0]], []).append(wanted[key])
+        forgotten: dict[uuid.UUID, list[int]] = {}
         for topic, index in forget:
-            forgotten.setdefault(topic, []).append(index)
+            forgotten.setdefault(self.topic_ids[topic], []).append(index)
         return FetchRequest(
-            cluster_id=None, replica_id=self.node_id,
+            cluster_id=None, replica_state=ReplicaState(replica_id=self.node_id, replica_epoch=self.broker_epoch()),
             max_wait=datetime.timedelta(milliseconds=self.config["replica.fetch.wait.max.ms"]),
             min_bytes=1, max_bytes=self.config["replica.fetch.response.max.bytes"], isolation_level=0,
             session_id=session_id, session_epoch=epoch,
-            topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=tuple(ForgottenTopic(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()),
+            topics=tuple(FetchTopic(topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=tuple(ForgottenTopic(topic_id=t, partitions=tuple(ps))
+                                        for t, ps in forgotten.items()),
             rack_id="")
 
     def _process(self, topics: list) -> None:
@@ -279,11 +297,12 @@ class ReplicaFetcherManager:
     """Fetchers by source broker; partitions move between them on leadership changes."""
 
     def __init__(self, node_id: int, resolve: Callable[[int], tuple[str, int] | None], config,
-                 on_fetched: Callable[[Partition], None]) -> None:
+                 on_fetched: Callable[[Partition], None], broker_epoch: Callable[[], int] = lambda: -1) -> None:
         self.node_id = node_id
         self.resolve = resolve
         self.config = config
         self.on_fetched = on_fetched
+        self.broker_epoch = broker_epoch
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.assigned: dict[tuple[str, int], int] = {}
 
@@ -292,7 +311,7 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.node_id, leader_id, self.resolve,
-                                                                self.config, self.on_fetched)
+                                                                self.config, self.on_fetched, self.broker_epoch)
         fetcher.add(part)
         self.assigned[(part.topic, part.index)] = leader_id
 

@@ -553,17 +553,22 @@ class ReplicaManager:
     # --- follower fetches on the leader, ISR changes ------------------------------------------------
 
     def on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int,
-                          log_start_offset: int = -1) -> None:
+                          log_start_offset: int = -1, broker_epoch: int = -1) -> None:
         proposed = part.update_follower_fetch_state(replica_id, fetch_offset, int(time.time() * 1000),
                                                     log_start_offset)
-        if proposed is not None and self._isr_eligible(replica_id):
-            self._propose_isr(part, proposed, "caught_up")
+        if proposed is not None and self._isr_eligible(replica_id, broker_epoch):
+            self._propose_isr(part, proposed, "caught_up", {replica_id: broker_epoch})
 
-    def _isr_eligible(self, replica_id: int) -> bool:
+    def _isr_eligible(self, replica_id: int, broker_epoch: int = -1) -> bool:
         """KIP-841: a fenced broker (still starting, or its session lapsed) and one in controlled
-        shutdown do not join an ISR, however caught up, as Kafka's isReplicaIsrEligible."""
+        shutdown do not join an ISR, however caught up, as Kafka's isReplicaIsrEligible.
+        KIP-903: nor does a fetch that names a broker epoch other than the broker's current
+        one (an earlier life's fetch, its log since lost or cut); -1 (before Fetch v15) is
+        not checked, as in Kafka."""
         broker = self.metadata.brokers.get(replica_id)
-        return broker is not None and not broker.controlled_shutdown
+        if broker is None or broker.controlled_shutdown:
+            return False
+        return broker_epoch == -1 or broker_epoch == self.metadata.broker_epoch(replica_id)
 
     def shrink_isr_pass(self) -> None:
         """Drop followers that have not caught up within replica.lag.time.max.ms (leader side)."""
@@ -575,15 +580,18 @@ class ReplicaManager:
                 if lagging:
                     self._propose_isr(part, [r for r in part.isr if r not in lagging], "lagging")
 
-    def _propose_isr(self, part: Partition, isr: list[int], reason: str) -> None:
+    def _propose_isr(self, part: Partition, isr: list[int], reason: str,
+                     joining: dict[int, int] | None = None) -> None:
+        """Write ``isr`` in the background; ``joining``: replica -> the broker epoch its fetch
+        named, which must still be the broker's when the ISR is written."""
         if not self.clustered or part.pending_isr is not None:
             return
         part.pending_isr = isr
-        task = asyncio.get_running_loop().create_task(self._alter_isr(part, isr, reason))
+        task = asyncio.get_running_loop().create_task(self._alter_isr(part, isr, reason, joining or {}))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _alter_isr(self, part: Partition, isr: list[int], reason: str) -> None:
+    async def _alter_isr(self, part: Partition, isr: list[int], reason: str, joining: dict[int, int]) -> None:
         state = self.metadata.partition(part.topic, part.index)
         try:
             if state is None or state.leader != self.node_id or state.leader_epoch != part.leader_epoch:
@@ -592,7 +600,9 @@ class ReplicaManager:
             if sorted(proposed) == sorted(state.isr):
                 return
             new = replace(state, isr=proposed, partition_epoch=state.partition_epoch + 1)
-            written = await self.metadata.alter_partitions([(part.topic, part.index, new, state.mod_revision)])
+            epochs = {r: e for r, e in joining.items() if e != -1 and r in proposed}
+            written = await self.metadata.alter_partitions([(part.topic, part.index, new, state.mod_revision)],
+                                                           broker_epochs=epochs)
             log.info("isr_changed" if written else "isr_change_refused", topic=part.topic,
                      partition=part.index, isr=proposed, before=state.isr, reason=reason,
                      leader_epoch=part.leader_epoch)

@@ -199,7 +199,7 @@ def encode_metadata_response(version: int, brokers: list[tuple[int, str, int, st
     return b"".join(out)
 
 
-# --- Fetch v12 response decoding (the follower's hot path) ---------------------------------------
+# --- Fetch v12 / v15 response decoding (the follower's hot path) ---------------------------------
 
 _FETCH_PART_HEAD = struct.Struct(">ihqqq")  # index, error, high watermark, LSO, log start offset
 _EPOCH_END = struct.Struct(">iq")
@@ -234,15 +234,29 @@ def decode_fetch_response_v12(frame, pos: int) -> tuple[int, int, list[tuple[str
     """Decode a Fetch v12 response body starting at ``pos`` without copying record sets:
     (top-level error code, session id, [(topic, [FetchedPartition])]). Byte-for-byte the layout
     kio reads."""
+    return _decode_fetch_response(frame, pos, by_id=False)
+
+
+def decode_fetch_response_v15(frame, pos: int) -> tuple[int, int, list[tuple[uuid.UUID, list[FetchedPartition]]]]:
+    """The same for Fetch v13-15, whose topics are named by topic id (the layout is v12's
+    otherwise): [(topic id, [FetchedPartition])]."""
+    return _decode_fetch_response(frame, pos, by_id=True)
+
+
+def _decode_fetch_response(frame, pos: int, by_id: bool) -> tuple[int, int, list]:
     view = memoryview(frame)
     _throttle, error_code, session_id = struct.unpack_from(">ihi", frame, pos)
     pos += 10
     n_topics, pos = _read_uvarint(frame, pos)
     topics = []
     for _ in range(max(n_topics - 1, 0)):
-        n, pos = _read_uvarint(frame, pos)
-        name = bytes(view[pos:pos + n - 1]).decode()
-        pos += n - 1
+        if by_id:
+            name = uuid.UUID(bytes=bytes(view[pos:pos + 16]))
+            pos += 16
+        else:
+            n, pos = _read_uvarint(frame, pos)
+            name = bytes(view[pos:pos + n - 1]).decode()
+            pos += n - 1
         n_parts, pos = _read_uvarint(frame, pos)
         parts = []
         for _ in range(max(n_parts - 1, 0)):

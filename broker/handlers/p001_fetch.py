@@ -23,7 +23,9 @@ Behavior:
   ``last_fetched_epoch`` ends below the fetch offset in our leader-epoch cache, answers with
   ``diverging_epoch`` and no records so the follower truncates (KIP-320). A fetch from a
   broker outside the partition's assignment gets UNKNOWN_LEADER_EPOCH (NOT_LEADER_OR_FOLLOWER
-  when it names no leader epoch) so that it retries, as Kafka's leader answers.
+  when it names no leader epoch) so that it retries, as Kafka's leader answers. A follower
+  whose replica state (v15+) names a broker epoch other than its current registration's (a
+  fetch of an earlier life of that broker) is not taken into an ISR (KIP-903).
 - A follower that tells its high watermark (v18) and is behind ours is answered at once
   instead of long-polling, so the advanced high watermark reaches it without waiting for data.
 - With an authorizer: a consumer needs READ on each topic, a follower CLUSTER_ACTION on the
@@ -74,7 +76,7 @@ READ_COMMITTED = 1
 @register(1, 4, 18)
 async def handle_fetch(ctx: RequestContext, request) -> bytes:
     version = ctx.api_version
-    replica_id = _replica_id(request, version)
+    replica_id, replica_epoch = _replica(request, version)
     session = new_context(ctx.services.fetch_sessions, request, version, replica_id,
                           lambda ft: _resolve_topic(ctx, ft, version))
     if session.error:
@@ -84,7 +86,8 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
     while True:
-        topics, total, waitable, urgent, ends = _read_all(ctx, session, request.max_bytes, replica_id, isolation)
+        topics, total, waitable, urgent, ends = _read_all(ctx, session, request.max_bytes, replica_id, isolation,
+                                                          replica_epoch)
         remaining = deadline - time.monotonic()
         waiter = session.new_waiter()  # set when a partition of the session left unread changes
         if total >= request.min_bytes or urgent or remaining <= 0 or (not waitable and waiter is None):
@@ -93,7 +96,7 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
         if time.monotonic() >= deadline:
             if woken:  # else nothing it waited on changed: the first read still stands
                 topics, total, waitable, urgent, ends = _read_all(ctx, session, request.max_bytes, replica_id,
-                                                                  isolation)
+                                                                  isolation, replica_epoch)
             break
     throttle = 0
     if replica_id < 0:
@@ -119,10 +122,11 @@ def _resolve_topic(ctx: RequestContext, ft, version: int):
     return ft.topic, (topic.uuid if topic else ZERO_UUID)
 
 
-def _replica_id(request, version: int) -> int:
+def _replica(request, version: int) -> tuple[int, int]:
+    """The fetching replica's id and broker epoch (v15+, KIP-903; -1 before: not known)."""
     if version >= 15:
-        return request.replica_state.replica_id
-    return request.replica_id
+        return request.replica_state.replica_id, request.replica_state.replica_epoch
+    return request.replica_id, -1
 
 
 def _unauthorized_topics(ctx: RequestContext, wanted, replica_id: int):
@@ -136,7 +140,8 @@ def _unauthorized_topics(ctx: RequestContext, wanted, replica_id: int):
     return denied(ctx, AclOperation.READ, ResourceType.TOPIC, names)
 
 
-def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replica_id: int, isolation: int):
+def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replica_id: int, isolation: int,
+              replica_epoch: int = -1):
     """Read what the fetch context wants now: (topics, bytes read, partitions to wait on,
     urgent, ends), where ``urgent`` counts what must be answered without long-polling (errors,
     and followers behind our high watermark) and ``ends`` (in a session) lists the partitions
@@ -176,7 +181,8 @@ def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replic
                                      f"fetch offset {fp.fetch_offset} outside "
                                      f"[{plog.log_start_offset}, {plog.log_end_offset}]")
                 if replica_id >= 0:
-                    rm.on_follower_fetch(part, replica_id, fp.fetch_offset, getattr(fp, "log_start_offset", -1))
+                    rm.on_follower_fetch(part, replica_id, fp.fetch_offset, getattr(fp, "log_start_offset", -1),
+                                         replica_epoch)
                     hw = plog.high_watermark
                     if _follower_high_watermark(fp) < hw:
                         urgent += 1

@@ -7,7 +7,8 @@ Owns the etcd key space of one cluster (``controller.etcd.prefix``, default ``/k
                                     incarnation): persists across crashes and restarts; only
                                     UnregisterBroker deletes it
     alive/<node.id>                 the broker's session: its incarnation id, attached to its
-                                    lease; "<incarnation> fenced" while the broker starts (its
+                                    lease (its create_revision is the broker epoch, KIP-903);
+                                    "<incarnation> fenced" while the broker starts (its
                                     logs not yet open, its previous life not yet fenced), as a
                                     KRaft broker stays fenced until it has caught up.
                                     Registered without it, or with it fenced = fenced.
@@ -110,6 +111,7 @@ class EtcdMetadataStore(MetadataCache):
         self.revision = 0
         self.controller_epoch = 0
         self._alive: dict[int, str] = {}  # node id -> its session's value ("<incarnation>[ fenced]")
+        self._broker_epochs: dict[int, int] = {}  # node id -> its session's create_revision (KIP-903)
         self.fenced = True  # this broker's own state: unfenced once ready to lead (unfence())
         self._topic_raw: dict[str, dict] = {}
         self._parts: dict[tuple[str, int], PartitionState] = {}
@@ -352,7 +354,7 @@ class EtcdMetadataStore(MetadataCache):
         self.scram_credentials = {}
         self.client_quotas = {}
         self.finalized_features, self.features_epoch = None, 0
-        self.registered, self._alive = {}, {}
+        self.registered, self._alive, self._broker_epochs = {}, {}, {}
         self.controller_id, self.controller_epoch = -1, 0
         for kv in result:
             self._apply_put(kv.key, kv.value, kv.mod_revision, kv.create_revision)
@@ -449,6 +451,7 @@ class EtcdMetadataStore(MetadataCache):
             self.registered = {**self.registered, int(parts[1]): _registration_from_json(raw)}
         elif kind == "alive":
             self._alive = {**self._alive, int(parts[1]): value.decode()}
+            self._broker_epochs = {**self._broker_epochs, int(parts[1]): create_revision}
         elif kind == "controller":
             self.controller_id, self.controller_epoch = int(value), create_revision
         elif kind == "cluster_id":
@@ -481,6 +484,7 @@ class EtcdMetadataStore(MetadataCache):
                 self._spawn(self._reregister())
         elif kind == "alive":
             self._alive = {k: v for k, v in self._alive.items() if k != int(parts[1])}
+            self._broker_epochs = {k: v for k, v in self._broker_epochs.items() if k != int(parts[1])}
         elif kind == "controller":
             self.controller_id, self.controller_epoch = -1, 0
         elif kind == "topics":
@@ -499,6 +503,12 @@ class EtcdMetadataStore(MetadataCache):
             entity = "/".join(parts[1:])
             self.client_quotas = {e: q for e, q in self.client_quotas.items() if e != entity}
         return None
+
+    def broker_epoch(self, node_id: int) -> int:
+        """The broker epoch of ``node_id``'s current session (KRaft's is the offset of its
+        registration record; here the create_revision of ``alive/<id>``, new with every life
+        of the broker); -1 without a session."""
+        return self._broker_epochs.get(node_id, -1)
 
     def _refresh_unfenced(self) -> None:
         """``brokers``: the registered brokers with a live, unfenced session."""
@@ -684,13 +694,18 @@ class EtcdMetadataStore(MetadataCache):
         return ok
 
     async def alter_partitions(self, changes: Iterable[tuple[str, int, PartitionState, int]],
-                               controller_epoch: int | None = None, wait: bool = False) -> set[tuple[str, int]]:
+                               controller_epoch: int | None = None, wait: bool = False,
+                               broker_epochs: dict[int, int] | None = None) -> set[tuple[str, int]]:
         """Compare-and-swap partition records: each (topic, index, new state, expected
-        mod_revision); with ``controller_epoch``, only while that controller is in office.
-        Returns the partitions written (a stale one is skipped, not retried)."""
+        mod_revision); with ``controller_epoch``, only while that controller is in office;
+        with ``broker_epochs`` (an ISR a replica joins), only while each of those brokers is
+        still in the life whose epoch its fetch named (KIP-903: the check Kafka's controller
+        makes of AlterPartition's broker epochs). Returns the partitions written (a stale one
+        is skipped, not retried)."""
         t = self.client.transactions
         written, revision = set(), 0
         guard = [] if controller_epoch is None else [t.create(self.key("controller")) == controller_epoch]
+        guard += [t.create(self.key("alive", node)) == epoch for node, epoch in sorted((broker_epochs or {}).items())]
         for topic, index, state, expected in changes:
             key = self.key("partitions", topic, index)
             ok, rev = await self._txn([*guard, t.mod(key) == expected], [t.put(key, _dumps(state.to_json()))])

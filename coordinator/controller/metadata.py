@@ -154,6 +154,11 @@ class MetadataCache:
     def live_broker_ids(self) -> list[int]:
         return sorted(self.brokers)
 
+    def broker_epoch(self, node_id: int) -> int:
+        """The broker epoch of ``node_id``'s current life (KIP-903); -1 where there is none to
+        tell (a single node has no followers)."""
+        return -1
+
     def fenced_broker_ids(self) -> list[int]:
         return sorted(n for n in self.registered if n not in self.brokers)
 

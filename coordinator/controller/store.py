@@ -208,7 +208,7 @@ class MetadataStore(MetadataCache):
         self._snapshot()
 
     async def alter_partitions(self, changes, controller_epoch: int | None = None,
-                               wait: bool = False) -> set[tuple[str, int]]:
+                               wait: bool = False, broker_epochs: dict[int, int] | None = None) -> set[tuple[str, int]]:
         """Write partition states (admin elections and reassignments); the listeners apply them."""
         written = set()
         for topic, index, state, _expected in changes:

@@ -1,4 +1,5 @@
-"""The follower's hand-written Fetch v12 response decoder reads what kio reads."""
+"""The follower's hand-written Fetch response decoders (v12 by topic name, v15 by topic id)
+read what kio reads."""
 
 from __future__ import annotations
 
@@ -24,14 +25,16 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("version, decode, key", [(12, fast.decode_fetch_response_v12, "topic"),
+                                                  (15, fast.decode_fetch_response_v15, "topic_id")])
 @pytest.mark.parametrize("case", list(CASES))
-def test_decoder_matches_kio(case):
+def test_decoder_matches_kio(case, version, decode, key):
     topics = [(name, uuid.uuid4(), parts) for name, parts in CASES[case]]
-    body = fast.encode_fetch_response(12, 0, 0, topics)
-    expected, _ = entity_reader(response_class(1, 12))(body, 0)
-    error, _session_id, got = fast.decode_fetch_response_v12(body, 0)
+    body = fast.encode_fetch_response(version, 0, 0, topics)
+    expected, _ = entity_reader(response_class(1, version))(body, 0)
+    error, _session_id, got = decode(body, 0)
     assert error == expected.error_code
-    assert [name for name, _ in got] == [t.topic for t in expected.responses]
+    assert [name for name, _ in got] == [getattr(t, key) for t in expected.responses]
     for (_, parts), t in zip(got, expected.responses):
         assert len(parts) == len(t.partitions)
         for p, e in zip(parts, t.partitions):

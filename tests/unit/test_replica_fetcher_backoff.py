@@ -38,9 +38,11 @@ def _answer(index: int, error: ErrorCode = ErrorCode.none):
                            high_watermark=0, log_start_offset=0)
 
 
-def _names(request) -> tuple[set, set]:
-    sent = {(t.topic, p.partition) for t in request.topics for p in t.partitions}
-    forgotten = {(t.topic, i) for t in request.forgotten_topics_data for i in t.partitions}
+def _names(fetcher, request) -> tuple[set, set]:
+    """(sent, forgotten) partitions of a request, by topic name (the request names topic ids)."""
+    name = fetcher.topic_names
+    sent = {(name[t.topic_id], p.partition) for t in request.topics for p in t.partitions}
+    forgotten = {(name[t.topic_id], i) for t in request.forgotten_topics_data for i in t.partitions}
     return sent, forgotten
 
 
@@ -54,7 +56,7 @@ def _run(followed, scenario) -> None:
             for part in followed:
                 fetcher.add(part)
             first = fetcher._build_request()
-            assert _names(first)[0] == {("t", 0), ("t", 1)} and first.session_epoch == 0
+            assert _names(fetcher, first)[0] == {("t", 0), ("t", 1)} and first.session_epoch == 0
             fetcher.session.handle_response(0, 77)
             scenario(fetcher)
         finally:
@@ -67,13 +69,13 @@ def test_an_erroring_partition_backs_off_alone_and_comes_back(followed):
         fetcher._process([("t", [_answer(0, ErrorCode.not_leader_or_follower), _answer(1)])])
         assert set(fetcher.delayed) == {("t", 0)}
         assert fetcher._release_delayed() == 0  # partition 1 still fetches: no global backoff
-        sent, forgotten = _names(fetcher._build_request())
+        sent, forgotten = _names(fetcher, fetcher._build_request())
         assert forgotten == {("t", 0)} and ("t", 0) not in sent
 
         fetcher.delayed[("t", 0)] = time.monotonic() - 1  # its backoff is over
         assert fetcher._release_delayed() == 0 and not fetcher.delayed
         fetcher.session.handle_response(0, 77)
-        sent, forgotten = _names(fetcher._build_request())
+        sent, forgotten = _names(fetcher, fetcher._build_request())
         assert ("t", 0) in sent and not forgotten
     _run(followed, scenario)
 

@@ -64,6 +64,14 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def write_results(name: str, result: dict, path: str | None = None) -> Path:
+    """A run's JSON: at ``path``, or at bench/results/<name>-<date>-<time>.json."""
+    out = Path(path) if path else REPO / "bench" / "results" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    return out
+
+
 # =========================================================================== /proc helpers
 def _children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}

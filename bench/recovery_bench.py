@@ -26,7 +26,6 @@ Output: a table on stdout (seconds, and ours/kafka), JSON in ``bench/results/``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import Counter
@@ -34,6 +33,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.produce_bench import write_results  # noqa: E402  (after the sys.path insert)
 
 PER_TOPIC = 1000  # KRaft refuses a CreateTopics of more than 10000 records in one batch
 VALUE = b"v" * 100
@@ -172,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         row = [result["targets"][n][key] for n in names]
         ratio = f"{row[0] / row[1]:>12.2f}" if both else ""
         print(f"{key:<18}" + "".join(f"{v:>10.2f}" for v in row) + ratio)
-    out = Path(args.json) if args.json else REPO / "bench" / "results" / f"recovery_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    log(f"wrote {out}")
+    log(f"wrote {write_results('recovery_bench', result, args.json)}")
     return 0
 
 

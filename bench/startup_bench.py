@@ -23,7 +23,6 @@ Output: a table on stdout (median of the runs, and ours/kafka), JSON in
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.produce_bench import write_results  # noqa: E402  (after the sys.path insert)
 from kbroker import EmbeddedBroker  # noqa: E402
 from kbroker.process import free_port  # noqa: E402
 from kbroker.wire import metadata_broker_ids  # noqa: E402
@@ -161,10 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{key:<22}" + "".join(f"{v:>12.2f}" for v in row) + ratio)
     for name, why in result["unavailable"].items():
         print(f"{name}: not measured, {why}")
-    out = Path(args.json) if args.json else REPO / "bench" / "results" / f"startup_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    log(f"wrote {out}")
+    log(f"wrote {write_results('startup_bench', result, args.json)}")
     return 0
 
 

@@ -22,13 +22,14 @@ Output: a table on stdout (seconds, and ours/kafka), JSON in ``bench/results/``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench.produce_bench import write_results  # noqa: E402  (after the sys.path insert)
 
 PARTITIONS_PER_REQUEST = 5000
 FIGURES = ("create_s", "led_s", "describe_s", "delete_s", "gone_s")
@@ -132,10 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             row = [result["targets"][n][shape][key] for n in names]
             ratio = f"{row[0] / row[1]:>12.2f}" if both and row[1] else ""
             print(f"{shape:<10}{key:<12}" + "".join(f"{v:>10.2f}" for v in row) + ratio)
-    out = Path(args.json) if args.json else REPO / "bench" / "results" / f"topic_admin_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    log(f"wrote {out}")
+    log(f"wrote {write_results('topic_admin_bench', result, args.json)}")
     return 0
 
 

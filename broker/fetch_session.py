@@ -481,6 +481,8 @@ def new_context(cache: FetchSessionCache, request, version: int, replica_id: int
     if session.uses_topic_ids != uses_topic_ids:
         return SessionErrorContext(ErrorCode.fetch_session_topic_id_error)
     _update(session, wanted, request.forgotten_topics_data, resolve)
+    if uses_topic_ids:
+        _resolve_unknown_names(session, resolve)
     if not session.partitions:
         cache.remove(session.id)
         return FetchContext(wanted)
@@ -488,6 +490,24 @@ def new_context(cache: FetchSessionCache, request, version: int, replica_id: int
     session.epoch = next_epoch(session.epoch)
     session.last_fetch_ms = _now_ms()
     return IncrementalFetchContext(session, cache)
+
+
+def _resolve_unknown_names(session: FetchSession, resolve: Resolve) -> None:
+    """A partition held under a topic id this broker did not know when it joined the session
+    (a follower whose metadata was ahead of ours) is read under its name once the metadata
+    has it, as Kafka's CachedPartition.maybeResolveUnknownName; until then it stays dirty and
+    is answered UNKNOWN_TOPIC_ID. Without this a follower that keeps it in its session waits
+    for nothing forever."""
+    for key in session.dirty:
+        cached = session.partitions.get(key)
+        if cached is not None and cached.topic is None:
+            cached.topic = resolve(_TopicById(cached.topic_id))[0]
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicById:
+    """What a resolver reads of a request's topic (v13+: its id)."""
+    topic_id: uuid.UUID
 
 
 def _update(session: FetchSession, wanted: Wanted, forgotten, resolve: Resolve) -> None:
@@ -541,6 +561,11 @@ class FetchSessionHandler:
         forget = [key for key in removed if self.sent.pop(key, None) is not None]
         self.sent.update(params)
         return self.session_id, self.epoch, send, forget
+
+    def resend(self, key: tuple) -> None:
+        """The next incremental fetch names ``key`` whatever was sent for it before (a
+        partition whose topic was made again under its name: the same key, a new topic)."""
+        self.sent.pop(key, None)
 
     def handle_response(self, error_code: int, session_id: int) -> bool:
         """Move to the next epoch, or back to a full fetch; False when the answer is an error."""

@@ -65,10 +65,11 @@ class ReplicaFetcher:
         self.config = config
         self.broker_epoch = broker_epoch
         self.partitions: dict[tuple[str, int], Partition] = {}
-        # Topic names by id and ids by name, for the requests and answers (by id since v13);
-        # kept for removed partitions too, which a later request still names as forgotten.
+        # Topic names by id, for the answers (by id since v13); kept for removed partitions too.
         self.topic_names: dict[uuid.UUID, str] = {}
-        self.topic_ids: dict[str, uuid.UUID] = {}
+        # The topic id each partition was last sent under in this session: a partition is
+        # forgotten under that id, even after its topic was deleted and made again (a new id).
+        self.sent_ids: dict[tuple[str, int], uuid.UUID] = {}
         # What the next incremental fetch looks at: partitions whose fetch position may have
         # moved (added, appended to, truncated) and those no longer followed.
         self.pending: set[tuple[str, int]] = set()
@@ -91,7 +92,9 @@ class ReplicaFetcher:
     def add(self, part: Partition) -> None:
         key = (part.topic, part.index)
         self.partitions[key] = part
-        self.topic_names[part.topic_id], self.topic_ids[part.topic] = part.topic, part.topic_id
+        self.topic_names[part.topic_id] = part.topic
+        if self.sent_ids.get(key, part.topic_id) != part.topic_id:
+            self.session.resend(key)  # the leader's session holds the earlier topic's partition
         self.pending.add(key)
         self.removed.discard(key)
         self.delayed.pop(key, None)
@@ -133,8 +136,7 @@ class ReplicaFetcher:
                 request = self._build_request()
                 response = await self.client.send_request(self.leader_id, 1, FETCH_VERSION, request,
                                                           decoder=decode_fetch_response_v15)
-                error_code, session_id, by_id = response
-                topics = [(self.topic_names.get(topic_id), parts) for topic_id, parts in by_id]
+                error_code, session_id, topics = response
                 ok = self.session.handle_response(error_code, session_id)
                 if ok:
                     self._process(topics)
@@ -202,7 +204,7 @@ class ReplicaFetcher:
         if self.session.full:
             changed = {k: p for k, p in self.partitions.items() if k not in self.delayed}
             removed: set | tuple = ()
-            self.asked = {}
+            self.asked, self.sent_ids = {}, {}
         else:
             changed = {k: self.partitions[k] for k in self.pending if k in self.partitions and k not in self.delayed}
             removed = self.removed
@@ -214,11 +216,18 @@ class ReplicaFetcher:
         for key in removed:
             self.asked.pop(key, None)
         by_topic: dict[uuid.UUID, list[FetchPartition]] = {}
-        for key in send:
-            by_topic.setdefault(self.topic_ids[key[0]], []).append(wanted[key])
         forgotten: dict[uuid.UUID, list[int]] = {}
-        for topic, index in forget:
-            forgotten.setdefault(self.topic_ids[topic], []).append(index)
+        for key in send:
+            topic_id = changed[key].topic_id
+            before = self.sent_ids.get(key)
+            if before is not None and before != topic_id:  # its topic was made again: a new partition
+                forgotten.setdefault(before, []).append(key[1])
+            self.sent_ids[key] = topic_id
+            by_topic.setdefault(topic_id, []).append(wanted[key])
+        for key in forget:
+            topic_id = self.sent_ids.pop(key, None)
+            if topic_id is not None:  # else never in this session: nothing to forget
+                forgotten.setdefault(topic_id, []).append(key[1])
         return FetchRequest(
             cluster_id=None, replica_state=ReplicaState(replica_id=self.node_id, replica_epoch=self.broker_epoch()),
             max_wait=datetime.timedelta(milliseconds=self.config["replica.fetch.wait.max.ms"]),
@@ -230,14 +239,17 @@ class ReplicaFetcher:
             rack_id="")
 
     def _process(self, topics: list) -> None:
-        """Apply one response (only the partitions with news, in a session); a partition
-        answered with an error, or whose divergence truncating did not resolve, backs off."""
-        for topic_name, partitions in topics:
+        """Apply one response (only the partitions with news, in a session), [(topic id,
+        partitions)]; a partition answered with an error, or whose divergence truncating did
+        not resolve, backs off. An answer for an earlier topic of the same name (deleted and
+        made again) is not this partition's."""
+        for topic_id, partitions in topics:
+            topic_name = self.topic_names.get(topic_id)
             for pd in partitions:
                 key = (topic_name, pd.partition_index)
                 part = self.partitions.get(key)
                 sent_part, asked = self.asked.get(key, (None, None))
-                if part is None or key in self.delayed:
+                if part is None or part.topic_id != topic_id or key in self.delayed:
                     continue
                 self.pending.add(key)  # its position is looked at again next time
                 if part is not sent_part or part.leader_epoch != asked.current_leader_epoch \

@@ -101,3 +101,23 @@ def test_only_a_fetch_of_the_brokers_current_life_takes_it_back_into_the_isr(clu
         paused.resume()
     wait_isr_complete(cluster, topic_name)
 
+
+
+def test_a_topic_deleted_and_made_again_under_its_name_replicates(cluster, topic_name):
+    """Followers fetch by topic id: a topic deleted and created again with the same name (a
+    new id) while the followers' sessions hold the old one is replicated in full, and the old
+    topic's records are not in it."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    create_topic(cluster.bootstrap, topic_name, 2, replication_factor=3)
+    wait_isr_complete(cluster, topic_name)
+    produce_values(cluster.bootstrap, topic_name, 5)
+    admin.delete_topics([topic_name], operation_timeout=30)[topic_name].result(60)
+    wait_for(lambda: topic_name not in admin.list_topics(timeout=5).topics, 30, "the topic gone")
+    create_topic(cluster.bootstrap, topic_name, 2, replication_factor=3)
+    wait_isr_complete(cluster, topic_name)
+    values = produce_values(cluster.bootstrap, topic_name, 7)
+    wait_isr_complete(cluster, topic_name)
+    leader = describe(cluster.bootstrap, topic_name)[0][0]
+    assert _partition(cluster.node(leader).address, topic_name)[2] == len(values)  # not the old 5 + 7

@@ -110,3 +110,31 @@ def test_a_forgotten_or_updated_partition_stops_watching(leader):
     session.settle(key, cached, leader)
     session.forget(key)
     assert not session.partitions and not session.dirty and session not in leader.watchers
+
+
+def test_a_topic_id_unknown_when_it_joined_the_session_is_read_once_the_metadata_knows_it(leader):
+    """A follower whose metadata is ahead of the leader's fetches a new topic's partition by
+    id before the leader knows the id: answered UNKNOWN_TOPIC_ID, and kept in the session. Once
+    the leader's metadata has the topic, the session's next fetch reads it under its name,
+    though the follower sends nothing new for it (Kafka's maybeResolveUnknownName)."""
+    from types import SimpleNamespace
+
+    from broker.fetch_session import FullFetchContext, IncrementalFetchContext, new_context
+
+    known: dict = {}
+    resolve = lambda ft: (known.get(ft.topic_id), ft.topic_id)  # noqa: E731
+    fp = SimpleNamespace(partition=0, fetch_offset=0, log_start_offset=0, partition_max_bytes=1 << 20,
+                         current_leader_epoch=1, last_fetched_epoch=-1)
+    request = SimpleNamespace(topics=[SimpleNamespace(topic_id=leader.topic_id, partitions=[fp])],
+                              forgotten_topics_data=[], session_id=0, session_epoch=0)
+    cache = FetchSessionCache(10)
+    full = new_context(cache, request, 15, 2, resolve)
+    assert isinstance(full, FullFetchContext) and full.to_read()[0][0] is None  # UNKNOWN_TOPIC_ID
+    full.respond([(None, leader.topic_id, [(0, 100, -1, -1, -1, None, None, None)])], [])
+    nothing_new = SimpleNamespace(topics=[], forgotten_topics_data=[], session_id=full.session_id, session_epoch=1)
+    assert new_context(cache, nothing_new, 15, 2, resolve).to_read()[0][0] is None  # still unknown
+    known[leader.topic_id] = "t"
+    nothing_new.session_epoch = 2
+    incremental = new_context(cache, nothing_new, 15, 2, resolve)
+    assert isinstance(incremental, IncrementalFetchContext)
+    assert [(name, [c.partition for c in cached]) for name, _, cached in incremental.to_read()] == [("t", [0])]

@@ -290,12 +290,15 @@ class ReplicaManager:
         client waiting), then add their partitions on the loop. Meanwhile the topics are in
         the metadata without replicas here, which a client is told NOT_LEADER_OR_FOLLOWER
         (Kafka's window between the record and the log)."""
-        work = [(t, i, self._log_config(t.name, t.configs)) for t in topics for i in range(len(t.partitions))]
+        configs = {t.name: self._log_config(t.name, t.configs) for t in topics}
+        work = [(t, i, configs[t.name]) for t in topics for i in range(len(t.partitions))]
         loop = asyncio.get_running_loop()
         threads = self.config["num.recovery.threads.per.data.dir"]
         with ThreadPoolExecutor(threads, thread_name_prefix="log-create") as pool:
             chunks = [work[i:i + NEW_LOGS_PER_TASK] for i in range(0, len(work), NEW_LOGS_PER_TASK)]
             made = await asyncio.gather(*(loop.run_in_executor(pool, self._open_logs, chunk) for chunk in chunks))
+        # Once per topic again: its configs may have been altered while the logs were made.
+        configs = {t.name: self._log_config(t.name, t.configs) for t in topics}
         changed = set()
         for chunk, logs in zip(chunks, made, strict=True):
             for (topic, i, _), plog in zip(chunk, logs, strict=True):
@@ -303,7 +306,7 @@ class ReplicaManager:
                     if topic.name not in self.metadata.topics:  # (and not made again: that log is its)
                         self.log_manager.delete_log(topic.name, i)
                     continue
-                plog.config = self._log_config(topic.name, topic.configs)  # configs altered meanwhile
+                plog.config = configs[topic.name]
                 self._add_partition(topic, i, plog)
                 changed.add((topic.name, i))
         self.apply_delta(changed, set())

@@ -85,6 +85,9 @@ def _function(frame: str) -> str:
     return f"{m.group('name')} ({path})"
 
 
+PERIODIC_PASS = re.compile(r"Broker\._\w+_pass \(")
+
+
 def summarize(collapsed: str, seconds: float, rate: int, top: int = 15) -> dict:
     """Samples per function from py-spy's collapsed stacks (``frame;frame;... count``)."""
     inclusive, self_, total = Counter(), Counter(), 0
@@ -103,8 +106,11 @@ def summarize(collapsed: str, seconds: float, rate: int, top: int = 15) -> dict:
     def share(counter: Counter) -> list[dict]:
         return [{"function": f, "samples": n, "share": round(n / total, 4)} for f, n in counter.most_common(top)]
 
+    # The broker's periodic passes (Broker._periodic's callees), each however few its samples.
+    passes = {f.split(" (", 1)[0]: n for f, n in inclusive.items() if PERIODIC_PASS.match(f)}
     return {"samples": total, "busy_cores": round(total / (rate * seconds), 4),
-            "inclusive": share(inclusive), "self": share(self_)}
+            "inclusive": share(inclusive), "self": share(self_),
+            "passes": {f: {"samples": n, "cores": round(n / (rate * seconds), 5)} for f, n in sorted(passes.items())}}
 
 
 def render(name: str, summary: dict, rows: int = 8) -> str:

@@ -206,7 +206,7 @@ def profile_idle(c: cb.Cluster, size: int, args) -> dict:
     """py-spy of each broker for ``--profile-seconds``, the cluster still idle."""
     base = args.out_stem.with_name(f"{args.out_stem.name}-{size}-idle")
     pids = {f"node{node}": pid for node, pid in sorted(c.broker_pids().items())}
-    summaries = cpu_profile.record(pids, args.profile_seconds, base)
+    summaries = cpu_profile.record(pids, args.profile_seconds, base, args.profile_rate)
     for name, summary in summaries.items():
         log(cpu_profile.render(f"{c.name}:   {name}", summary, rows=5))
     log(f"{c.name}:   flame graphs {base}-node*.svg")
@@ -287,6 +287,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the clusters' temp dirs (logs, data)")
     ap.add_argument("--profile-seconds", type=float, default=0.0,
                     help="py-spy each of our brokers this long after the idle phase (0: no profile)")
+    ap.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second")
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.idle_seconds, args.latency_seconds, args.settle_seconds = "60,300", 5.0, 5.0, 3.0

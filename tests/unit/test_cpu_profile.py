@@ -33,3 +33,13 @@ def test_samples_are_counted_per_function_inclusive_and_self():
     assert top["Runner.run (stdlib/asyncio/runners.py)"] == 0.1
     assert top["ReplicaManager.shrink_isr_pass (broker/replica_manager.py)"] == 0.1
     assert "40.0%  ReplicaManager.shrink_isr_pass" in cpu_profile.render("node1", s)
+
+
+def test_the_periodic_passes_are_counted_each_however_few_their_samples():
+    collapsed = (f"{LOOP};Broker._periodic ({REPO}/broker/broker.py:420);Broker._isr_pass ({REPO}/broker/broker.py:460);"
+                 f"ReplicaManager.shrink_isr_pass ({REPO}/broker/replica_manager.py:444) 2\n"
+                 f"{LOOP};Broker._periodic ({REPO}/broker/broker.py:420);Broker._flush_pass ({REPO}/broker/broker.py:450) 1\n"
+                 f"{LOOP} 97\n")
+    s = cpu_profile.summarize(collapsed, seconds=10, rate=10, top=1)
+    assert s["passes"] == {"Broker._flush_pass": {"samples": 1, "cores": 0.01},
+                           "Broker._isr_pass": {"samples": 2, "cores": 0.02}}

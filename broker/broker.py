@@ -397,15 +397,17 @@ class Broker:
         except Exception as exc:
             log.warning("controlled_shutdown_failed", error=repr(exc))
             return
+        timed_out = True
         while time.monotonic() - started < timeout:
             # Only partitions with a live, staying ISR peer can move; the rest stop with us.
             staying = {n for n, b in self.metadata.brokers.items()
                        if n != self.node_id and not b.controlled_shutdown}
             if not any(r in staying for p in self.replica_manager.led_partitions() for r in p.isr):
+                timed_out = False
                 break
             await asyncio.sleep(0.05)
         log.info("controlled_shutdown_finished", seconds=round(time.monotonic() - started, 3),
-                 still_leading=len(self.replica_manager.led_partitions()))
+                 still_leading=len(self.replica_manager.led_partitions()), timed_out=timed_out)
 
     def _write_meta_properties(self) -> None:
         path = os.path.join(self.config.log_dir, "meta.properties")

@@ -70,6 +70,9 @@ class Partition:
     watchers: set = field(default_factory=set)
     delayed: list[_DelayedProduce] = field(default_factory=list)
     on_hw_advance: Callable[[Partition], None] | None = None
+    # The replica manager's keys of led partitions that may have an ISR follower behind the log
+    # end: the ISR lag pass looks only at these (a follower at the log end is never lagging).
+    lag_watch: set | None = None
 
     # --- role -------------------------------------------------------------------------------------
 
@@ -110,6 +113,7 @@ class Partition:
                               for r in replicas if r != self.node_id}
         else:  # a replica a reassignment removed is forgotten, or its fetches would put it back in the ISR
             self.followers = {r: self.followers.get(r) or ReplicaState() for r in replicas if r != self.node_id}
+        self._watch_lag()
         self.maybe_increment_high_watermark()
         self.check_delayed()
         return new
@@ -160,6 +164,7 @@ class Partition:
                              f"the min.isr requirement of {min_isr} for partition {self.topic}-{self.index}")
         info = self.log.append_as_leader(records, self.leader_epoch, client=client)
         if not info.duplicate:
+            self._watch_lag()
             self.wake_waiters()
             self.maybe_increment_high_watermark()
         return info
@@ -169,6 +174,7 @@ class Partition:
         self.check_leader()
         info = self.log.append_marker(producer_id, producer_epoch, coordinator_epoch, commit,
                                       self.leader_epoch, transaction_version=transaction_version)
+        self._watch_lag()
         self.wake_waiters()
         self.maybe_increment_high_watermark()
         return info
@@ -217,6 +223,8 @@ class Partition:
             self.wake_waiters()  # DeleteRecords waits for the followers' log start offsets
         self._note_fetch(state, fetch_offset, now_ms)
         state.log_end_offset = fetch_offset
+        if fetch_offset != self.log.log_end_offset:
+            self._watch_lag()  # behind (or truncated back): it may come to lag without an append
         self.maybe_increment_high_watermark()
         if (replica_id not in self.maximal_isr and self.pending_isr is None
                 and fetch_offset >= self.high_watermark
@@ -237,8 +245,27 @@ class Partition:
         return min(starts)
 
     def lagging_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """The ISR followers out of sync, as Kafka's getOutOfSyncReplicas: behind the log end
+        and not caught up within ``max_lag_ms``. A follower at the log end is in sync however
+        long ago it fetched; one that stopped altogether leaves the ISR when its broker is
+        fenced, which the controller does."""
+        leo = self.log.log_end_offset
         return [r for r in self.isr if r != self.node_id and r in self.followers
+                and self.followers[r].log_end_offset != leo
                 and now_ms - self.caught_up_ms(self.followers[r]) > max_lag_ms]
+
+    def isr_at_log_end(self) -> bool:
+        """Every ISR follower has fetched up to the log end: none can lag until the next append."""
+        leo = self.log.log_end_offset
+        for r in self.isr:
+            state = self.followers.get(r)  # None for this broker, and for one not assigned (never lagging)
+            if state is not None and state.log_end_offset != leo:
+                return False
+        return True
+
+    def _watch_lag(self) -> None:
+        if self.lag_watch is not None:
+            self.lag_watch.add((self.topic, self.index))
 
     def caught_up_ms(self, state: ReplicaState) -> int:
         """A follower's last caught-up time, counting the fetches of its session that found

@@ -32,7 +32,7 @@ from coordinator.controller.controller import assign_replicas
 from coordinator.controller.metadata import NO_LEADER, MetadataCache, TopicState
 from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
-from storage.log import AppendInfo, Log, LogConfig
+from storage.log import LONG_MAX, AppendInfo, Log, LogConfig
 from storage.log_manager import LogManager
 
 from . import topic_config
@@ -80,6 +80,10 @@ class ReplicaManager:
         self.node_id = node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._flush_lock = asyncio.Lock()
+        # The logs the flush pass looks at (unflushed, with a finite flush.ms or flush.messages)
+        # and the led partitions the ISR lag pass looks at: each pass costs what changed.
+        self._flush_watch: set[Log] = set()
+        self._lag_watch: set[tuple[str, int]] = set()
         self.fetchers = None  # ReplicaFetcherManager, clustered only
         # Coordinator hooks: (topic, partition, leader_epoch) on becoming leader / follower.
         self.on_leader: list[Callable[[str, int, int], None]] = []
@@ -172,7 +176,16 @@ class ReplicaManager:
         part = self.partitions.get((topic.name, index))
         if part is None:
             part = self.partitions[(topic.name, index)] = Partition(topic.name, index, topic.uuid, plog, self.node_id)
+            part.lag_watch = self._lag_watch
+            self._watch_flush(plog)
         return part
+
+    def _watch_flush(self, plog: Log) -> None:
+        """Let the flush pass see ``plog`` now (it has unflushed data, or its flush settings
+        changed) and whenever its next append follows a flush."""
+        plog.flush_watch = self._flush_watch
+        if plog.unflushed_messages:
+            self._flush_watch.add(plog)
 
     def _log_config(self, name: str, configs: dict[str, str]) -> LogConfig:
         """The topic's log config: its overrides over the broker's defaults (and an internal
@@ -430,6 +443,7 @@ class ReplicaManager:
             part = self.partitions.get((name, i))
             if part is not None:
                 part.log.config = cfg
+                self._watch_flush(part.log)
 
     def ensure_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                               replication_factor: int = 1) -> TopicState:
@@ -538,10 +552,11 @@ class ReplicaManager:
         return part is not None and part.log.needs_flush(int(time.time() * 1000))
 
     async def flush(self, logs: list[Log] | None = None) -> None:
-        """Group commit: whoever holds the lock fsyncs every dirty log, for everyone queued."""
+        """Group commit: whoever holds the lock fsyncs every dirty log, for everyone queued.
+        Without ``logs``, the flush pass: the watched logs whose flush.ms or flush.messages is due."""
         async with self._flush_lock:
             now = int(time.time() * 1000)
-            targets = logs if logs is not None else [p.log for p in self.partitions.values()]
+            targets = logs if logs is not None else self._flush_candidates()
             due = [lg for lg in targets if lg.unflushed_messages and (logs is not None or lg.needs_flush(now))]
             if not due:
                 return
@@ -552,6 +567,20 @@ class ReplicaManager:
                 lg.last_flush_ms = now
                 if lg.log_end_offset == end:
                     lg.unflushed_messages = 0
+
+    def _flush_candidates(self) -> list[Log]:
+        """The watched logs that may come due; a log flushed since, deleted, or that never
+        flushes on its own (flush.ms and flush.messages unbounded, the defaults) leaves the
+        watch until its next append after a flush or a change of its settings."""
+        out = []
+        for lg in list(self._flush_watch):
+            part = self.partitions.get((lg.topic, lg.partition))
+            if (part is None or part.log is not lg or not lg.unflushed_messages
+                    or (lg.config.flush_interval_ms >= LONG_MAX and lg.config.flush_interval_messages >= LONG_MAX)):
+                self._flush_watch.discard(lg)
+            else:
+                out.append(lg)
+        return out
 
     # --- follower fetches on the leader, ISR changes ------------------------------------------------
 
@@ -574,11 +603,17 @@ class ReplicaManager:
         return broker_epoch == -1 or broker_epoch == self.metadata.broker_epoch(replica_id)
 
     def shrink_isr_pass(self) -> None:
-        """Drop followers that have not caught up within replica.lag.time.max.ms (leader side)."""
+        """Drop followers that have not caught up within replica.lag.time.max.ms (leader side).
+        Only the partitions appended to (or led anew) since their ISR was last at the log end
+        are looked at; the rest cannot lag."""
         now = int(time.time() * 1000)
         max_lag = self.config["replica.lag.time.max.ms"]
-        for part in self.partitions.values():
-            if part.is_leader and part.pending_isr is None:
+        for key in list(self._lag_watch):
+            part = self.partitions.get(key)
+            if part is None or not part.is_leader or part.isr_at_log_end():
+                self._lag_watch.discard(key)
+                continue
+            if part.pending_isr is None:
                 lagging = part.lagging_replicas(now, max_lag)
                 if lagging:
                     self._propose_isr(part, [r for r in part.isr if r not in lagging], "lagging")

@@ -122,6 +122,9 @@ class Log:
         self.leader_epochs = LeaderEpochCache(directory)
         self.unflushed_messages = 0
         self.last_flush_ms = int(time.time() * 1000)
+        # Where the first append after a flush announces this log (the replica manager's flush
+        # pass watches only these), or None.
+        self.flush_watch: set[Log] | None = None
 
     # --- opening ------------------------------------------------------------------------------
 
@@ -458,6 +461,8 @@ class Log:
                now_ms: int) -> None:
         self._maybe_roll(len(data), now_ms)
         self.active_segment.append(data, first_offset, next_offset, max_ts, offset_of_max)
+        if not self.unflushed_messages and self.flush_watch is not None:
+            self.flush_watch.add(self)
         self.unflushed_messages += next_offset - first_offset
 
     def _maybe_roll(self, incoming: int, now_ms: int) -> None:

@@ -32,7 +32,7 @@ from coordinator.controller.controller import assign_replicas
 from coordinator.controller.metadata import NO_LEADER, MetadataCache, TopicState
 from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
-from storage.log import LONG_MAX, AppendInfo, Log, LogConfig
+from storage.log import AppendInfo, Log, LogConfig
 from storage.log_manager import LogManager
 
 from . import topic_config
@@ -181,8 +181,12 @@ class ReplicaManager:
         return part
 
     def _watch_flush(self, plog: Log) -> None:
-        """Let the flush pass see ``plog`` now (it has unflushed data, or its flush settings
-        changed) and whenever its next append follows a flush."""
+        """Let the flush pass see ``plog`` now and whenever its next append follows a flush,
+        if it flushes on its own; one that does not is never watched (its settings changing
+        calls this again)."""
+        if not plog.config.flushes_on_its_own:
+            plog.flush_watch = None
+            return
         plog.flush_watch = self._flush_watch
         if plog.unflushed_messages:
             self._flush_watch.add(plog)
@@ -569,14 +573,13 @@ class ReplicaManager:
                     lg.unflushed_messages = 0
 
     def _flush_candidates(self) -> list[Log]:
-        """The watched logs that may come due; a log flushed since, deleted, or that never
-        flushes on its own (flush.ms and flush.messages unbounded, the defaults) leaves the
-        watch until its next append after a flush or a change of its settings."""
+        """The watched logs that may come due; a log flushed since, deleted, or whose settings
+        no longer flush it on its own leaves the watch until its next append after a flush or
+        a change of its settings."""
         out = []
         for lg in list(self._flush_watch):
             part = self.partitions.get((lg.topic, lg.partition))
-            if (part is None or part.log is not lg or not lg.unflushed_messages
-                    or (lg.config.flush_interval_ms >= LONG_MAX and lg.config.flush_interval_messages >= LONG_MAX)):
+            if part is None or part.log is not lg or not lg.unflushed_messages or not lg.config.flushes_on_its_own:
                 self._flush_watch.discard(lg)
             else:
                 out.append(lg)

@@ -72,6 +72,11 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
+    @property
+    def flushes_on_its_own(self) -> bool:
+        """flush.ms or flush.messages is bounded (both unbounded by default: the OS flushes)."""
+        return self.flush_interval_ms < LONG_MAX or self.flush_interval_messages < LONG_MAX
+
 
 @dataclass(slots=True)
 class AppendInfo:

@@ -110,6 +110,9 @@ class Broker:
         self.metrics.watch_quotas(self.quotas)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.metrics.fetch_sessions.set_function(lambda: len(self.fetch_sessions))
+        for kind, privileged in (("follower", True), ("consumer", False)):
+            self.metrics.fetch_sessions_by_kind.labels(kind).set_function(
+                lambda privileged=privileged: self.fetch_sessions.count(privileged))
         self.metrics.fetch_session_partitions.set_function(lambda: self.fetch_sessions.cached_partitions)
         self.metrics.fetch_session_evictions.set_function(lambda: self.fetch_sessions.evictions)
         self.producer_ids = ProducerIdManager(self.metadata)

@@ -288,6 +288,10 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return sum(len(shard.sessions) for shard in self.shards)
 
+    def count(self, privileged: bool) -> int:
+        """The sessions of followers (``privileged``) or of consumers."""
+        return sum(s.privileged == privileged for shard in self.shards for s in shard.sessions.values())
+
     @property
     def cached_partitions(self) -> int:
         return sum(len(s.partitions) for shard in self.shards for s in shard.sessions.values())

@@ -80,6 +80,9 @@ class Metrics:
                                     "Fetch sessions (KIP-227) in the cache", registry=r)
         self.fetch_session_partitions = Gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
                                               "Partitions held by all fetch sessions", registry=r)
+        self.fetch_sessions_by_kind = Gauge("kbroker_fetchsessioncache_sessions",
+                                            "Fetch sessions in the cache, of followers and of consumers",
+                                            ["kind"], registry=r)
         self.fetch_session_evictions = Gauge("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
                                              "Fetch sessions evicted to make room, since start", registry=r)
 

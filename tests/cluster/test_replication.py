@@ -6,12 +6,19 @@ SIGSTOP, or stopped, and return (sometimes with an empty data directory).
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import subprocess
+import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 
+from tests.integration.test_kafka_tools import kafka_libs  # noqa: F401  (fixture)
 from tests.support.clients import consume_all, create_topic, produce_when_room
 from tests.support.cluster import describe, produce_values, wait_for, wait_isr_complete
 
@@ -205,12 +212,24 @@ def test_a_leader_that_appended_nothing_in_its_epoch_rejoins_after_two_failovers
     assert [m.value() for m in consume_all(cluster.bootstrap, topic, 1, 10)] == values
 
 
+def _scrape(node) -> str:
+    url = re.findall(r"metrics_listening\s+address=(\S+)", node.output())[-1]  # this incarnation's
+    return urllib.request.urlopen(url, timeout=5).read().decode()
+
+
+def _cached_sessions(node) -> dict[str, float]:
+    """The fetch sessions a broker holds, of followers and of consumers."""
+    return {kind: float(n) for kind, n in
+            re.findall(r'^kbroker_fetchsessioncache_sessions\{kind="(\w+)"\} (\S+)', _scrape(node), re.M)}
+
+
+def _consumer_sessions(cluster) -> float:
+    return sum(_cached_sessions(node)["consumer"] for node in cluster.nodes.values())
+
+
 def test_followers_fetch_in_sessions(healthy):
     """KIP-227 between brokers: each leader holds its followers' fetch sessions, and the records
     still arrive through incremental fetches after the first, full one."""
-    import re
-    import urllib.request
-
     cluster = healthy
     topic = _topic("sessions")
     create_topic(cluster.bootstrap, topic, partitions=6, replication_factor=3)
@@ -219,8 +238,7 @@ def test_followers_fetch_in_sessions(healthy):
     wait_isr_complete(cluster, topic)
 
     def sessions(node) -> tuple[float, float]:
-        url = re.findall(r"metrics_listening\s+address=(\S+)", node.output())[-1]  # this incarnation's
-        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        text = _scrape(node)
         count = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchsessions (\S+)", text, re.M)
         cached = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchpartitionscached (\S+)", text, re.M)
         return float(count.group(1)), float(cached.group(1))
@@ -229,3 +247,68 @@ def test_followers_fetch_in_sessions(healthy):
         assert wait_for(lambda n=node: sessions(n)[0] >= 2 and sessions(n)[1] >= 2, 30, "follower sessions")
     records = consume_all(cluster.bootstrap, topic, 6, len(values), timeout=60)
     assert sorted(m.value() for m in records) == sorted(values)
+
+
+@pytest.mark.kafka_tools
+def test_the_java_client_consumes_in_sessions_of_its_own_beside_the_followers(healthy, kafka_libs):  # noqa: F811
+    """Kafka's console consumer holds one session on each broker leading a partition it reads,
+    beside the followers' sessions there, and closes them when it exits."""
+    from tests.integration.test_kafka_tools import KAFKA_RUN
+
+    cluster = healthy
+    topic = _topic("java-sessions")
+    create_topic(cluster.bootstrap, topic, partitions=3, replication_factor=3)
+    parts = wait_isr_complete(cluster, topic)
+    leaders = {leader for leader, _, _ in parts.values()}
+    values = [b"j%02d" % i for i in range(30)]
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i, v in enumerate(values):
+        p.produce(topic, value=v, partition=i % 3)
+    assert p.flush(30) == 0
+    before = {n: _cached_sessions(node) for n, node in cluster.nodes.items()}
+    consumer = subprocess.Popen([str(KAFKA_RUN), "kafka-console-consumer", "--bootstrap-server", cluster.bootstrap,
+                                 "--topic", topic, "--from-beginning", "--timeout-ms", "8000"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        def added() -> dict[int, float]:
+            return {n: _cached_sessions(node)["consumer"] - before[n]["consumer"]
+                    for n, node in cluster.nodes.items()}
+        wait_for(lambda: added() == {n: float(n in leaders) for n in cluster.nodes}, 60,
+                 f"a Java consumer session on each of the leaders {sorted(leaders)}")
+        out, err = consumer.communicate(timeout=90)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait(10)
+    assert sorted(out.split()) == sorted(v.decode() for v in values), err[-2000:]
+    for n, node in cluster.nodes.items():  # closed on exit (session epoch -1); the followers' kept
+        assert _cached_sessions(node) == before[n], n
+
+
+@pytest.mark.skipif(shutil.which("go") is None, reason="Go is needed to build franz-go's harness")
+def test_franz_go_consumes_in_sessions_of_its_own_beside_the_followers(healthy):
+    """franz-go (kgo) reading a three-partition RF-3 topic of its own holds consumer sessions on
+    the cluster's brokers while it reads, beside the followers' sessions."""
+    from compat.franz_go import runner
+
+    cluster = healthy
+    franzgo = runner.build_scenarios()
+    before = _consumer_sessions(cluster)
+    seen: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            seen.append(_consumer_sessions(cluster))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        res = subprocess.run([str(franzgo), "-brokers", cluster.bootstrap, "-nodes", "3", "-run", "^produce_consume$"],
+                             capture_output=True, text=True, timeout=runner.SCENARIO_TIMEOUT_S, check=False)
+    finally:
+        done.set()
+        sampler.join(5)
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    assert [r["outcome"] for r in rows] == ["passed"], (res.stdout, res.stderr[-2000:])
+    assert max(seen, default=0) > before, (before, seen)

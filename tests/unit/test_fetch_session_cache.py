@@ -24,10 +24,12 @@ def test_a_consumer_cannot_evict_a_young_session_but_a_follower_evicts_consumers
     cache = FetchSessionCache(SHARDS, clock)  # one slot per shard
     consumers = _fill(cache, False, 10)
     assert INVALID_SESSION_ID not in consumers
+    assert (cache.count(privileged=True), cache.count(privileged=False)) == (0, SHARDS)
     assert _fill(cache, False, 50) == [INVALID_SESSION_ID] * SHARDS  # no room, nothing evicted
     followers = _fill(cache, True, 1)  # followers come first, whatever their size
     assert INVALID_SESSION_ID not in followers
     assert all(cache.get(s) is None for s in consumers) and cache.evictions == SHARDS
+    assert (cache.count(privileged=True), cache.count(privileged=False)) == (SHARDS, 0)
     assert _fill(cache, False, 1000) == [INVALID_SESSION_ID] * SHARDS  # followers stay
 
 

@@ -52,3 +52,16 @@ def test_a_size_prefix_out_of_bounds_is_refused_before_any_allocation(size):
         rb.written(4)
     assert exc.value.size == size
     assert len(rb.buf) == INITIAL
+
+
+def test_an_idle_connection_holds_no_buffer_and_the_next_read_reuses_a_pooled_one():
+    first, second = ReceiveBuffer(1 << 20), ReceiveBuffer(1 << 20)
+    frame = _frame(b"request")
+    first.writable(-1)[:3] = frame[:3]
+    assert first.written(3) == [] and first.buf is not None  # part of a frame: kept
+    first.view[3:len(frame)] = frame[3:]
+    held = first.buf
+    assert first.written(len(frame) - 3) == [b"request"]
+    assert first.buf is None and first.view is None  # every frame cut out: nothing held
+    second.writable(-1)
+    assert second.buf is held  # the next connection to read takes it from the pool

@@ -107,7 +107,7 @@ class Partition:
         self.partition_epoch, self.pending_isr = partition_epoch, None
         if new:
             self.leader_epoch = leader_epoch
-            self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+            self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset, persist=False)
             now = _now_ms()
             self.followers = {r: ReplicaState(last_caught_up_ms=now if r in isr else 0)
                               for r in replicas if r != self.node_id}

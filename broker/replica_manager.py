@@ -158,11 +158,11 @@ class ReplicaManager:
 
     def _open_log(self, topic: TopicState, index: int, cfg: LogConfig) -> Log:
         """A start-up log, with the leader epoch the image gives this broker already in its
-        cache: what make_leader would write next, written here off the event loop."""
+        cache (as make_leader would put it there: written before its first record)."""
         plog = self.log_manager.open_log(topic.name, index, cfg)
         state = topic.partitions[index]
         if state.leader == self.node_id:
-            plog.leader_epochs.assign(state.leader_epoch, plog.log_end_offset)
+            plog.leader_epochs.assign(state.leader_epoch, plog.log_end_offset, persist=False)
         return plog
 
     def _open_partition(self, topic: TopicState, index: int, cfg: LogConfig | None = None) -> Partition:

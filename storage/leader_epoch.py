@@ -2,6 +2,13 @@
 
 Answers OffsetForLeaderEpoch exactly as Kafka's LeaderEpochFileCache.endOffsetFor does, so
 consumers can validate their position after a leader change and detect truncation.
+
+Differs from Kafka: a leader's new epoch (``assign(..., persist=False)``, as make_leader does)
+is written to the file only before the first record of that epoch (``Log._write``), where
+Kafka writes it when the leadership begins. An epoch that holds no record yet tells nothing
+after a restart (loading drops the epochs starting at or after the log end, as Kafka's
+truncateFromEnd does), so a broker restarted with thousands of idle partitions, or taking
+over their leadership, rewrites none of their files.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ class LeaderEpochCache:
         self.path = os.path.join(directory, FILE_NAME)
         self.epochs: list[int] = []
         self.start_offsets: list[int] = []
+        self.unsaved = False  # an epoch assigned since the file was last written
         self._load()
 
     def _load(self) -> None:
@@ -38,13 +46,20 @@ class LeaderEpochCache:
         with open(self.path + ".tmp", "w") as f:
             f.write("\n".join(lines) + "\n")
         os.replace(self.path + ".tmp", self.path)
+        self.unsaved = False
+
+    def save_if_unsaved(self) -> None:
+        """Before a record is written: the epochs it may belong to are in the file first."""
+        if self.unsaved:
+            self._save()
 
     @property
     def latest_epoch(self) -> int:
         return self.epochs[-1] if self.epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` (ignored unless it is newer)."""
+    def assign(self, epoch: int, start_offset: int, persist: bool = True) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (ignored unless it is newer);
+        without ``persist``, the file is written before the epoch's first record."""
         if self.epochs and epoch <= self.epochs[-1]:
             return
         while self.start_offsets and self.start_offsets[-1] >= start_offset and self.epochs:
@@ -52,7 +67,10 @@ class LeaderEpochCache:
             self.start_offsets.pop()
         self.epochs.append(epoch)
         self.start_offsets.append(start_offset)
-        self._save()
+        if persist:
+            self._save()
+        else:
+            self.unsaved = True
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop the epochs that start at or after ``end_offset`` (they hold no record below it),

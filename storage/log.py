@@ -464,6 +464,7 @@ class Log:
 
     def _write(self, data, first_offset: int, next_offset: int, max_ts: int, offset_of_max: int,
                now_ms: int) -> None:
+        self.leader_epochs.save_if_unsaved()
         self._maybe_roll(len(data), now_ms)
         self.active_segment.append(data, first_offset, next_offset, max_ts, offset_of_max)
         if not self.unflushed_messages and self.flush_watch is not None:

@@ -175,6 +175,26 @@ def test_leader_epoch_cache(log_dir):
     assert log.leader_epochs.end_offset_for(0, log.log_end_offset) == (0, 0)
 
 
+def test_a_leaders_epoch_is_written_before_its_first_record_and_not_before(log_dir):
+    from storage.leader_epoch import LeaderEpochCache
+
+    log = open_log(log_dir)
+    log.leader_epochs.assign(1, 0, persist=False)  # as make_leader does
+    assert LeaderEpochCache(log.dir).epochs == []  # no record of it yet: nothing to tell after a restart
+    assert log.leader_epochs.end_offset_for(1, 0) == (1, 0)  # though answered meanwhile
+    log.append_as_leader(batch(0), 1)
+    assert LeaderEpochCache(log.dir).epochs == [1]
+    log.leader_epochs.assign(2, log.log_end_offset, persist=False)
+    log.append_marker(7, 0, 0, True, 2)  # a marker is a record of the epoch too
+    reopened = LeaderEpochCache(log.dir)
+    assert (reopened.epochs, reopened.start_offsets) == ([1, 2], [0, 1])
+    log.leader_epochs.assign(3, log.log_end_offset, persist=False)
+    log.close()
+    again, _ = Log.open(log.dir, log.topic, log.partition, log.config, clean_shutdown=True,
+                        recovery_point=log.log_end_offset)
+    assert again.leader_epochs.epochs == [1, 2]  # the epoch that never held a record is gone
+
+
 def test_compacted_topic_refuses_keyless_records(log_dir):
     log = open_log(log_dir, cleanup_policy="compact")
     keyless = bytes(rb.build_batch([(None, b"v")], timestamp=1))

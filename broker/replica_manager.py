@@ -186,6 +186,7 @@ class ReplicaManager:
         calls this again)."""
         if not plog.config.flushes_on_its_own:
             plog.flush_watch = None
+            self._flush_watch.discard(plog)
             return
         plog.flush_watch = self._flush_watch
         if plog.unflushed_messages:
@@ -573,13 +574,13 @@ class ReplicaManager:
                     lg.unflushed_messages = 0
 
     def _flush_candidates(self) -> list[Log]:
-        """The watched logs that may come due; a log flushed since, deleted, or whose settings
-        no longer flush it on its own leaves the watch until its next append after a flush or
-        a change of its settings."""
+        """The watched logs that may come due; a log flushed since or deleted leaves the watch
+        until its next append after a flush (one whose settings stop flushing it on its own
+        leaves it when they change, in ``_watch_flush``)."""
         out = []
         for lg in list(self._flush_watch):
             part = self.partitions.get((lg.topic, lg.partition))
-            if part is None or part.log is not lg or not lg.unflushed_messages or not lg.config.flushes_on_its_own:
+            if part is None or part.log is not lg or not lg.unflushed_messages:
                 self._flush_watch.discard(lg)
             else:
                 out.append(lg)

@@ -103,6 +103,17 @@ def test_a_log_given_a_flush_ms_is_watched_again(rm):
     assert part.log.unflushed_messages == 0
 
 
+def test_a_log_whose_settings_stop_flushing_it_leaves_the_watch(rm):
+    part = _host(rm, 0, LogConfig(flush_interval_ms=60_000))
+    _append(part)
+    assert rm._flush_watch == {part.log}
+    part.log.config = dataclasses.replace(part.log.config, flush_interval_ms=LogConfig().flush_interval_ms)
+    rm._watch_flush(part.log)  # as apply_topic_configs does after an AlterConfigs
+    assert rm._flush_watch == set()
+    _append(part)
+    assert rm._flush_watch == set() and part.log.unflushed_messages == 2
+
+
 def test_a_deleted_log_leaves_the_flush_watch(rm):
     part = _host(rm, 0, LogConfig(flush_interval_ms=0))
     _append(part)

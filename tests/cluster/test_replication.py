@@ -6,19 +6,18 @@ SIGSTOP, or stopped, and return (sometimes with an empty data directory).
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import threading
 import time
-import urllib.request
 import uuid
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 
+from tests.integration.test_franz_go_clients import run_scenario
 from tests.integration.test_kafka_tools import kafka_libs  # noqa: F401  (fixture)
+from tests.integration.test_metrics import scrape
 from tests.support.clients import consume_all, create_topic, produce_when_room
 from tests.support.cluster import describe, produce_values, wait_for, wait_isr_complete
 
@@ -212,15 +211,10 @@ def test_a_leader_that_appended_nothing_in_its_epoch_rejoins_after_two_failovers
     assert [m.value() for m in consume_all(cluster.bootstrap, topic, 1, 10)] == values
 
 
-def _scrape(node) -> str:
-    url = re.findall(r"metrics_listening\s+address=(\S+)", node.output())[-1]  # this incarnation's
-    return urllib.request.urlopen(url, timeout=5).read().decode()
-
-
 def _cached_sessions(node) -> dict[str, float]:
     """The fetch sessions a broker holds, of followers and of consumers."""
     return {kind: float(n) for kind, n in
-            re.findall(r'^kbroker_fetchsessioncache_sessions\{kind="(\w+)"\} (\S+)', _scrape(node), re.M)}
+            re.findall(r'^kbroker_fetchsessioncache_sessions\{kind="(\w+)"\} (\S+)', scrape(node), re.M)}
 
 
 def _consumer_sessions(cluster) -> float:
@@ -238,7 +232,7 @@ def test_followers_fetch_in_sessions(healthy):
     wait_isr_complete(cluster, topic)
 
     def sessions(node) -> tuple[float, float]:
-        text = _scrape(node)
+        text = scrape(node)
         count = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchsessions (\S+)", text, re.M)
         cached = re.search(r"^kafka_server_fetchsessioncache_numincrementalfetchpartitionscached (\S+)", text, re.M)
         return float(count.group(1)), float(cached.group(1))
@@ -292,23 +286,8 @@ def test_franz_go_consumes_in_sessions_of_its_own_beside_the_followers(healthy):
     from compat.franz_go import runner
 
     cluster = healthy
-    franzgo = runner.build_scenarios()
     before = _consumer_sessions(cluster)
-    seen: list[float] = []
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.05):
-            seen.append(_consumer_sessions(cluster))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        res = subprocess.run([str(franzgo), "-brokers", cluster.bootstrap, "-nodes", "3", "-run", "^produce_consume$"],
-                             capture_output=True, text=True, timeout=runner.SCENARIO_TIMEOUT_S, check=False)
-    finally:
-        done.set()
-        sampler.join(5)
-    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
-    assert [r["outcome"] for r in rows] == ["passed"], (res.stdout, res.stderr[-2000:])
+    row, seen = run_scenario(runner.build_scenarios(), cluster, "^produce_consume$", watch=_consumer_sessions,
+                             nodes=3)
+    assert row["outcome"] == "passed", row
     assert max(seen, default=0) > before, (before, seen)

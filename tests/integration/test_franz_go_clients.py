@@ -40,9 +40,10 @@ def _sessions(b) -> float:
                            re.M).group(1))
 
 
-def _run(franzgo, b, scenario: str, watch=None) -> tuple[dict, list[float]]:
-    """One scenario's JSON line, and ``watch(b)`` sampled every 50 ms while it ran."""
-    proc = subprocess.Popen([str(franzgo), "-brokers", b.bootstrap, "-run", scenario],
+def run_scenario(franzgo, b, scenario: str, watch=None, nodes: int = 1) -> tuple[dict, list[float]]:
+    """One scenario's JSON line against ``b`` (a broker or a cluster of ``nodes``), and
+    ``watch(b)`` sampled every 50 ms while it ran."""
+    proc = subprocess.Popen([str(franzgo), "-brokers", b.bootstrap, "-nodes", str(nodes), "-run", scenario],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     seen: list[float] = []
     done = threading.Event()
@@ -72,7 +73,7 @@ def test_franz_go_transacts_on_tv2_and_falls_back_to_tv1_after_a_downgrade(own_b
     b = own_broker(**runner.BROKER_CONFIG)
 
     before = _requests(b)
-    row, _ = _run(franzgo, b, EOS)
+    row, _ = run_scenario(franzgo, b, EOS)
     assert row["outcome"] == "passed", row
     tv2 = {k: n - before.get(k, 0) for k, n in _requests(b).items()}
     assert _count(tv2, "EndTxn", [5]) >= 2 and _count(tv2, "EndTxn", range(0, 5)) == 0  # one abort, then commits
@@ -81,7 +82,7 @@ def test_franz_go_transacts_on_tv2_and_falls_back_to_tv1_after_a_downgrade(own_b
 
     finalize_feature(b.bootstrap, "transaction.version", 1)
     before = _requests(b)
-    row, _ = _run(franzgo, b, EOS)
+    row, _ = run_scenario(franzgo, b, EOS)
     assert row["outcome"] == "passed", row
     tv1 = {k: n - before.get(k, 0) for k, n in _requests(b).items()}
     assert _count(tv1, "EndTxn", [5]) == 0 and _count(tv1, "EndTxn", range(0, 5)) >= 2
@@ -92,6 +93,6 @@ def test_franz_go_transacts_on_tv2_and_falls_back_to_tv1_after_a_downgrade(own_b
 def test_franz_go_consumes_in_incremental_fetch_sessions(own_broker, franzgo):
     b = own_broker(**runner.BROKER_CONFIG)
     assert _sessions(b) == 0
-    row, seen = _run(franzgo, b, "^produce_consume$", watch=_sessions)
+    row, seen = run_scenario(franzgo, b, "^produce_consume$", watch=_sessions)
     assert row["outcome"] == "passed", row
     assert max(seen, default=0) >= 1, seen  # a single broker with no followers: every session is a client's

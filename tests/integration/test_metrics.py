@@ -10,9 +10,10 @@ from tests.support.clients import create_topic
 
 
 def metrics_url(broker) -> str:
-    match = re.search(r"metrics_listening\s+address=(\S+)", broker.output())
-    assert match, "the broker did not log its metrics address"
-    return match.group(1)
+    """The address the broker's current incarnation logged (a restarted one logs it again)."""
+    found = re.findall(r"metrics_listening\s+address=(\S+)", broker.output())
+    assert found, "the broker did not log its metrics address"
+    return found[-1]
 
 
 def scrape(broker) -> str:

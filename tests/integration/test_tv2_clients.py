@@ -13,12 +13,12 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from tests.integration.test_metrics import scrape
 from tests.support.clients import create_topic
 from tests.support.copier import Copier
 from tests.support.raw import finalize_feature
@@ -34,9 +34,7 @@ pytestmark = [
 
 
 def _requests(b) -> dict[tuple[str, int], float]:
-    url = re.search(r"metrics_listening\s+address=(\S+)", b.output()).group(1)
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        text = resp.read().decode()
+    text = scrape(b)
     out = {}
     for m in re.finditer(r'kafka_network_requestmetrics_requests_total\{request="(\w+)",version="(\d+)"\} (\S+)',
                          text):

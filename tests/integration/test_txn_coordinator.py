@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from protocol import records as rb
 from protocol.errors import ErrorCode
+from tests.integration.test_metrics import scrape
 from tests.support.clients import consume_all, create_topic
 from tests.support.raw import RawClient, produce_request
 from tests.support.raw import describe_transaction as describe
@@ -79,12 +79,6 @@ def read_committed_end(c: RawClient, topic: str) -> int:
     return c.call(2, 7, {"replica_id": -1, "isolation_level": 1, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                         "timestamp": -1}]}]}).topics[0].partitions[0].offset
-
-
-def scrape(b) -> str:
-    url = re.search(r"metrics_listening\s+address=(\S+)", b.output()).group(1)
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return resp.read().decode()
 
 
 @pytest.fixture

@@ -465,18 +465,18 @@ class Log:
     def _write(self, data, first_offset: int, next_offset: int, max_ts: int, offset_of_max: int,
                now_ms: int) -> None:
         self.leader_epochs.save_if_unsaved()
-        self._maybe_roll(len(data), now_ms)
+        self._maybe_roll(len(data), now_ms, max_ts)
         self.active_segment.append(data, first_offset, next_offset, max_ts, offset_of_max)
         if not self.unflushed_messages and self.flush_watch is not None:
             self.flush_watch.add(self)
         self.unflushed_messages += next_offset - first_offset
 
-    def _maybe_roll(self, incoming: int, now_ms: int) -> None:
+    def _maybe_roll(self, incoming: int, now_ms: int, max_ts: int) -> None:
         seg = self.active_segment
         if seg.size == 0:
             return
         if (seg.size + incoming > self.config.segment_bytes
-                or now_ms - seg.created_ms >= self.config.segment_ms):
+                or seg.time_waited_for_roll(now_ms, max_ts) >= self.config.segment_ms):
             self.roll()
 
     def roll(self) -> Segment:

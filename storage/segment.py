@@ -89,6 +89,15 @@ class Segment:
             self.offset_of_max_timestamp = offset_of_max_timestamp
             self._add_time_entry(max_timestamp, base_offset)
 
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Kafka's LogSegment.timeWaitedForRoll: how far the incoming records' timestamp is
+        past the segment's first batch's (its first time index entry), or, without one, how
+        long ago the segment was created. Records stamped long ago (mirrored, replayed) roll
+        the segment at once, so that time retention can delete them."""
+        if self.time_stamps and self.time_stamps[0] >= 0:
+            return message_timestamp - self.time_stamps[0]
+        return now_ms - self.created_ms
+
     def _add_index_entry(self, offset: int, position: int) -> None:
         self.index_offsets.append(offset)
         self.index_positions.append(position)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -137,6 +138,24 @@ def test_retention_by_time(log_dir):
     assert log.apply_retention(now_ms=10_000) > 0
     assert len(log.segments) == 1
 
+
+def test_records_stamped_long_before_the_next_roll_the_segment_and_retention_takes_them(log_dir):
+    """Kafka's timeWaitedForRoll: the incoming records' timestamp against the segment's first
+    batch's, so data stamped long ago (mirrored, replayed) is in a segment of its own, which
+    time retention deletes, while the log's newer records stay."""
+    day = 24 * 3600 * 1000
+    now = int(time.time() * 1000)
+    log = open_log(log_dir, segment_ms=7 * day, retention_ms=7 * day)
+    for i in range(3):
+        log.append_as_leader(batch(i, ts=now - 400 * day), 0)  # one segment: 2 ms apart
+    assert len(log.segments) == 1
+    log.append_as_leader(batch(3, ts=now), 0)
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    log.append_as_leader(batch(4, ts=now), 0)
+    assert len(log.segments) == 2
+    log.high_watermark = log.log_end_offset
+    assert log.apply_retention(now_ms=now) == 1
+    assert log.log_start_offset == 3
 
 def test_delete_records_moves_log_start(log_dir):
     log = open_log(log_dir, segment_bytes=500)

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +137,7 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("log.message.timestamp.after.max.ms", int, 3600000, *at_least(0)),
     _k("log.message.timestamp.type", str, "CreateTime", *one_of("CreateTime", "LogAppendTime")),
     _k("message.max.bytes", int, 1048588, *at_least(0)),
+    _k("fetch.max.bytes", int, 57671680, *at_least(1024)),
     _k("request.timeout.ms", int, 30000, *at_least(0)),
     _k("replica.fetch.max.bytes", int, 1048576, *at_least(0)),
     _k("replica.fetch.response.max.bytes", int, 10485760, *at_least(0)),
@@ -298,6 +300,53 @@ def listener_limit_value(name: str, raw: str) -> int:
     if value < 0:
         raise ConfigError(f"Invalid value {raw!r} for configuration {name}: Value must be at least 0")
     return value
+
+
+OVERRIDES = "max.connections.per.ip.overrides"
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_overrides_setting(raw: str | None) -> dict[str, int]:
+    """``host:count,...`` as Kafka parses it (``CoreUtils.parseCsvMap``, then ``toInt``), by
+    host as written; ValueError with Kafka's message for a value it refuses."""
+    out: dict[str, int] = {}
+    if not raw:
+        return out
+    items = re.split(r"\s*,\s*", raw)
+    while items and items[-1] == "":  # Java's split drops trailing empty strings
+        items.pop()
+    for item in items:
+        colon = item.rfind(":")
+        if colon < 0:
+            raise ValueError(f"Error parsing configuration property '{OVERRIDES}': "
+                             f"begin 0, end -1, length {len(item)}")
+        host, count = item[:colon].strip(), item[colon + 1:].strip()
+        if not _JAVA_INT.fullmatch(count) or not -2**31 <= int(count) < 2**31:
+            raise ValueError(f'For input string: "{count}"')
+        out[host] = int(count)
+    return out
+
+
+def check_connection_settings(values: Mapping[str, Any], listeners: Iterable[str] = (), *,
+                              dynamic: bool = False) -> None:
+    """What Kafka refuses of the connection limits, with its messages (ValueError): overrides it
+    cannot parse, ``max.connections.per.ip`` 0 without overrides (KafkaConfig's requirement)
+    and, for a dynamic change, a broker or listener ``max.connections`` or
+    ``max.connection.creation.rate`` below 1 (``ListenerConnectionQuota.validateReconfiguration``),
+    which would lock every client out."""
+    overrides = parse_overrides_setting(values.get(OVERRIDES))
+    if values.get("max.connections.per.ip") == 0 and not overrides:
+        raise ValueError(f"requirement failed: max.connections.per.ip can be set to zero only if {OVERRIDES} "
+                         "property is set.")
+    if not dynamic:
+        return
+    for listener in [None, *listeners]:
+        for name in LISTENER_LIMITS:
+            value = values.get(listener_limit_key(listener, name)) if listener else None
+            value = values.get(name) if value is None else value
+            if value is not None and int(value) <= 0:
+                raise ValueError(f"Invalid value org.apache.kafka.common.config.ConfigException: Invalid {name} "
+                                 f"{value} for configuration Invalid dynamic configuration")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -642,6 +691,10 @@ def load_config(properties: dict[str, str], *, strict: bool = False,
         values[name] = value
         if key.ignored and name in properties:
             ignored.append(name)
+    try:
+        check_connection_settings(values)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     config = BrokerConfig(values, unknown, ignored, frozenset(k for k in merged if k in KEYS), security_values)
     config.advertised()  # every listener setting is checked now: a bad one stops start-up
     for spec in config.listeners():

@@ -50,7 +50,15 @@ from security.ssl_factory import SslConfigError, dynamic_store_listener
 from storage.checkpoint import write_atomically
 
 from . import topic_config
-from .config import KEYS, ConfigError, is_listener_limit, listener_limit_value, type_name
+from .config import (
+    KEYS,
+    OVERRIDES,
+    ConfigError,
+    check_connection_settings,
+    is_listener_limit,
+    listener_limit_value,
+    type_name,
+)
 from .dynamic_config_keys import KAFKA_DYNAMIC_CONFIGS
 from .replica_manager import validate_topic_name
 
@@ -125,6 +133,8 @@ DYNAMIC_BROKER_KEYS = frozenset({
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
     "max.connection.creation.rate",
 })
+
+CONNECTION_KEYS = ("max.connections", "max.connection.creation.rate", "max.connections.per.ip", OVERRIDES)
 
 LIST_KEYS = frozenset({k for k, tk in topic_config.TOPIC_KEYS.items() if tk.type == "LIST"} | {
     "log.cleanup.policy", "listeners", "advertised.listeners", "log.dirs", "controller.listener.names",
@@ -513,6 +523,7 @@ class DynamicBrokerConfigs:
     def replace(self, per_broker: bool, configs: dict[str, str], validate_only: bool) -> None:
         configs = self.validate(configs)
         self._check_ssl(per_broker, configs)
+        self._check_connection_limits(per_broker, configs)
         if validate_only:
             return
         if per_broker:
@@ -523,6 +534,27 @@ class DynamicBrokerConfigs:
         log.info("dynamic_broker_configs_altered", scope="broker" if per_broker else "cluster-default",
                  configs=configs)
         self.apply()
+
+    def _check_connection_limits(self, per_broker: bool, configs: dict[str, str]) -> None:
+        """The connection limits as they would be after the change, checked as Kafka checks a
+        new config: refused here rather than locking every client out once applied."""
+        layers = (configs, self.cluster_default) if per_broker else (self.per_broker, configs)
+        names = {k for layer in layers for k in layer if k in CONNECTION_KEYS or is_listener_limit(k)}
+        names |= {k for k in self.static if is_listener_limit(k)} | set(CONNECTION_KEYS)
+        values: dict[str, Any] = {}
+        for name in names:
+            raw = next((layer[name] for layer in layers if name in layer), None)
+            if raw is None:
+                values[name] = self.static.get(name)
+            elif name == OVERRIDES:
+                values[name] = raw
+            else:
+                values[name] = int(raw)
+        listeners = [spec.name for spec in self.broker.config.listeners()]
+        try:
+            check_connection_settings(values, listeners, dynamic=True)
+        except ValueError as exc:
+            raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
 
     def _ssl_values(self, per_broker: dict[str, str]) -> dict[str, str]:
         """The broker's ``ssl.*`` values with these per-broker listener store settings."""

@@ -17,7 +17,9 @@ at which they are created, and the decision whether (and when) a new connection 
 - ``max.connections.per.ip`` (default unlimited), with ``max.connections.per.ip.overrides``
   (``host:count,host:count``; a host name counts for the address it resolves to): a connection
   from an address that already has that many is closed at once, and the others from that
-  address, and everyone else's, go on.
+  address, and everyone else's, go on. Settings Kafka refuses (overrides it cannot parse,
+  ``max.connections.per.ip`` 0 without overrides, a dynamic ``max.connections`` or creation
+  rate of 0) are refused at start-up and when altered (``config.check_connection_settings``).
 - ``listener.name.<listener>.max.connections`` and
   ``listener.name.<listener>.max.connection.creation.rate`` (KIP-402's listener limits, default
   unlimited): the same waits, counted per listener, and binding on the inter-broker listener too
@@ -40,9 +42,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from coordinator.controller.client_quotas import IP, entity_key
+from coordinator.controller.client_quotas import IP, entity_key, entity_of
 
-from .config import listener_limit_key
+from .config import listener_limit_key, parse_overrides_setting
 from .quotas import WINDOW_S, Sensor, throttle_s
 
 CONNECTION_CREATION_RATE = "connection_creation_rate"
@@ -59,18 +61,22 @@ class ConnectionRefused(Exception):
 
 @functools.lru_cache(maxsize=16)
 def parse_overrides(raw: str | None) -> dict[str, int]:
-    """``host:count,...`` by address (a host name resolved once per distinct setting)."""
-    out: dict[str, int] = {}
-    for item in (raw or "").split(","):
-        host, sep, count = item.strip().rpartition(":")
-        if not sep or not host:
-            continue
-        try:
-            address = socket.gethostbyname(host)
-        except OSError:
-            address = host
-        out[address] = int(count)
-    return out
+    """The overrides by address (a host name resolved once per distinct setting); a setting
+    that does not parse (refused when set, so only a hand-edited file) counts as none."""
+    try:
+        hosts = parse_overrides_setting(raw)
+    except ValueError:
+        return {}
+    return {_resolve(host): count for host, count in hosts.items()}
+
+
+@functools.lru_cache(maxsize=256)
+def _resolve(host: str) -> str:
+    """The address of a host name (Kafka's ``InetAddress.getByName``); itself if unresolvable."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host
 
 
 class ConnectionQuotas:
@@ -155,15 +161,29 @@ class ConnectionQuotas:
                                     f"{CONNECTION_CREATION_RATE} of {limit:g}/s", delay)
 
     def ip_quota(self, address: str) -> float | None:
-        """The address's ``connection_creation_rate``: its own, else the default ip entity's."""
+        """The address's ``connection_creation_rate``: its own (an ip entity naming the address,
+        or a host name resolving to it, as Kafka resolves the entity), else the default ip
+        entity's."""
         stored = self.client_quotas()
         if not stored:
             return None
-        for name in (address, None):
-            limit = stored.get(entity_key(((IP, name),)), {}).get(CONNECTION_CREATION_RATE)
-            if limit is not None:
+        limit = stored.get(entity_key(((IP, address),)), {}).get(CONNECTION_CREATION_RATE)
+        if limit is not None:
+            return limit
+        default = None
+        for key, quotas in stored.items():
+            limit = quotas.get(CONNECTION_CREATION_RATE)
+            if limit is None:
+                continue
+            entity = entity_of(key)
+            if len(entity) != 1 or entity[0][0] != IP:
+                continue
+            name = entity[0][1]
+            if name is None:
+                default = limit
+            elif name != address and _resolve(name) == address:
                 return limit
-        return None
+        return default
 
     def release(self, listener: str | None, address: str) -> None:
         self.by_address[address] -= 1

@@ -138,6 +138,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         except asyncio.CancelledError:
             return
+        except Exception:  # a fault in the limits must cost this connection only, never hang it
+            log.exception("connection_admission_failed", listener=self.listener, address=self.client_host)
+            self.transport.abort()
+            return
         if self.closed:  # the client left while it waited: give the slot back
             quotas.release(self.listener, self.client_host)
             return

@@ -109,3 +109,53 @@ def test_the_connection_creation_rate_is_a_dynamic_broker_config(bootstrap):
             assert values == ["1000"]
         finally:
             assert [r.error_code for r in alter(1, None).responses] == [0]
+
+
+@pytest.mark.parametrize("configs, message", [
+    ({"max.connections.per.ip.overrides": f"{CLIENT}:x"}, 'For input string: "x"'),
+    ({"max.connections.per.ip.overrides": "abc"},
+     "Error parsing configuration property 'max.connections.per.ip.overrides': begin 0, end -1, length 3"),
+    ({"max.connections.per.ip": "0"}, "requirement failed: max.connections.per.ip can be set to zero only if "
+                                      "max.connections.per.ip.overrides property is set."),
+    ({"max.connections": "0"}, "Invalid value org.apache.kafka.common.config.ConfigException: Invalid "
+                               "max.connections 0 for configuration Invalid dynamic configuration"),
+])
+def test_limits_that_would_lock_every_client_out_are_refused(bootstrap, configs, message):
+    """A setting Kafka cannot apply is refused with its message, validate_only or not, and
+    every client (this one included) can still connect afterwards."""
+    with RawClient(bootstrap, timeout=5) as admin:
+        for validate_only in (True, False):
+            resp = admin.call(44, 1, {"validate_only": validate_only, "resources": [
+                {"resource_type": 4, "resource_name": "", "configs": [
+                    {"name": name, "config_operation": 0, "value": value} for name, value in configs.items()]}]})
+            assert [(r.error_code, r.error_message) for r in resp.responses] == [(42, message)]
+    with RawClient(bootstrap, timeout=5) as again, RawClient(bootstrap, timeout=5, source=CLIENT) as client:
+        assert _serves(again) and _serves(client)
+
+
+def test_a_per_ip_limit_of_zero_is_kept_only_with_its_overrides(bootstrap):
+    """max.connections.per.ip=0 with overrides is accepted; deleting the overrides while it
+    stands is refused (both as Kafka's KafkaConfig requires), so the broker stays reachable."""
+    def alter(configs: list[tuple[str, int, str | None]]):
+        return admin.call(44, 1, {"validate_only": False, "resources": [
+            {"resource_type": 4, "resource_name": "", "configs": [
+                {"name": n, "config_operation": op, "value": v} for n, op, v in configs]}]})
+
+    with RawClient(bootstrap, timeout=5) as admin:
+        everyone = f"127.0.0.1:100,{CLIENT}:100"
+        assert [r.error_code for r in alter([("max.connections.per.ip.overrides", 0, everyone),
+                                             ("max.connections.per.ip", 0, "0")]).responses] == [0]
+        try:
+            for _ in range(50):  # Kafka applies it through its metadata log, a moment later
+                described = admin.call(32, 4, {"resources": [{"resource_type": 4, "resource_name": "",
+                                                               "configuration_keys": ["max.connections.per.ip"]}],
+                                               "include_synonyms": False, "include_documentation": False})
+                if [c.value for c in described.results[0].configs] == ["0"]:
+                    break
+                time.sleep(0.1)
+            refused = alter([("max.connections.per.ip.overrides", 1, None)]).responses
+            assert [r.error_code for r in refused] == [42]
+            assert "can be set to zero only if max.connections.per.ip.overrides" in refused[0].error_message
+        finally:
+            assert [r.error_code for r in alter([("max.connections.per.ip", 1, None),
+                                                 ("max.connections.per.ip.overrides", 1, None)]).responses] == [0]

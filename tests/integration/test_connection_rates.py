@@ -34,11 +34,11 @@ def _serves(c: RawClient) -> bool:
         return False
 
 
-def _set_rate(bootstrap: str, rate: float | None) -> None:
+def _set_rate(bootstrap: str, rate: float | None, ip: str = CLIENT) -> None:
     op = {"key": "connection_creation_rate", "value": rate or 0.0, "remove": rate is None}
-    with RawClient(bootstrap) as c:
+    with RawClient(bootstrap, source=None if ip == CLIENT else CLIENT) as c:
         resp = c.call(49, 1, {"validate_only": False, "entries": [
-            {"entity": [{"entity_type": "ip", "entity_name": CLIENT}], "ops": [op]}]})
+            {"entity": [{"entity_type": "ip", "entity_name": ip}], "ops": [op]}]})
     assert [e.error_code for e in resp.entries] == [0], resp
 
 
@@ -59,17 +59,20 @@ def test_a_connection_over_max_connections_waits_for_a_free_slot(bootstrap):
             c.close()
 
 
-def test_an_address_over_its_connection_creation_rate_is_refused(bootstrap):
-    _set_rate(bootstrap, 1.0)  # ten connections over the ten-second window, then refusals
+@pytest.mark.parametrize("entity, rated, other", [(CLIENT, CLIENT, None), ("localhost", None, CLIENT)],
+                         ids=["address", "host-name"])
+def test_an_address_over_its_connection_creation_rate_is_refused(bootstrap, entity, rated, other):
+    """By its address, or by a host name resolving to it (Kafka resolves the ip entity)."""
+    _set_rate(bootstrap, 1.0, entity)  # ten connections over the ten-second window, then refusals
     try:
         outcomes = []
         for _ in range(40):  # Kafka applies a new quota asynchronously
-            with RawClient(bootstrap, timeout=10, source=CLIENT) as c:
+            with RawClient(bootstrap, timeout=10, source=rated) as c:
                 outcomes.append(_serves(c))
             if not outcomes[-1]:
                 break
         assert outcomes[0] and not outcomes[-1], outcomes
-        with RawClient(bootstrap, timeout=10) as other:  # another address is not rated
-            assert _serves(other)
+        with RawClient(bootstrap, timeout=10, source=other) as c:  # another address is not rated
+            assert _serves(c)
     finally:
-        _set_rate(bootstrap, None)
+        _set_rate(bootstrap, None, entity)

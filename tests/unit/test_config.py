@@ -28,6 +28,16 @@ def test_bad_value_names_the_key():
         load_config({"log.segment.bytes": "3"})
 
 
+def test_connection_limits_kafka_refuses_stop_start_up_with_its_message():
+    with pytest.raises(ConfigError, match='^For input string: "x"$'):
+        load_config({"max.connections.per.ip.overrides": "10.0.0.1:x"})
+    with pytest.raises(ConfigError, match="can be set to zero only if max.connections.per.ip.overrides"):
+        load_config({"max.connections.per.ip": "0"})
+    c = load_config({"max.connections.per.ip": "0", "max.connections.per.ip.overrides": "10.0.0.1:5, 10.0.0.2 : 7"})
+    assert c["max.connections.per.ip"] == 0
+    assert load_config({"max.connections": "0"})["max.connections"] == 0  # static: as Kafka, allowed
+
+
 def test_unknown_key_suggests_closest():
     c = load_config({"log.retention.hour": "5", "confluent.plugin.x": "1"})
     assert any("did you mean log.retention.hours" in w for w in c.unknown)

@@ -6,16 +6,20 @@ Owns the rate each quota entity used and the throttle time that follows from it.
 the ones AlterClientQuotas stored (``producer_byte_rate``, ``consumer_byte_rate``); a request's
 entity is resolved as Kafka's default quota callback does, most specific first: user and
 client-id, user and default client-id, user, default user and client-id, default user and
-default client-id, default user, client-id, default client-id. Requests whose user and client-id
-match no quota are not measured at all.
+default client-id, default user, client-id, default client-id. Until a quota of a kind has been
+set, nothing is measured for it; from then on (until a restart, as Kafka's ``quotasEnabled``)
+a client no quota names is measured too, under Kafka's metric tags for it (its client id, or
+its user where only user quotas exist), so its history counts once a quota names it.
 
 The rate is Kafka's: bytes over ``quota.window.num`` (11) samples of ``quota.window.size.seconds``
 (1 s), divided by the elapsed window, which counts at least ``quota.window.num - 1`` full samples
 (so a fresh client gets ten seconds' worth before it is throttled). Over the quota, the throttle
-time is ``(rate - quota) / quota * window``, capped at the full window, as Kafka's
-``QuotaUtils.throttleTime``. The handler puts it in the response's ``throttle_time_ms`` and the
-connection reads nothing more from the client until it has passed (KIP-219's channel mute). A
-throttled fetch is answered empty and its bytes are not counted, as Kafka's ``KafkaApis`` does.
+time is ``(rate - quota) / quota * window``, unbounded, as Kafka's ``ClientQuotaManager``. The
+handler puts it in the response's ``throttle_time_ms`` and the connection reads nothing more
+from the client until it has passed (KIP-219's channel mute). A consumer's fetch reads at most
+``quota.window.num - 1`` windows' worth of its quota (Kafka's ``getMaxValueInQuotaWindow``), so a
+fetch never needs more than the quota allows at once; a throttled fetch is answered empty and
+its bytes are not counted, as Kafka's ``KafkaApis`` does.
 
 ``request_percentage`` counts the time a request held the event loop (Kafka: the request
 handler and network threads' time): its handler's steps between awaits, timed by
@@ -59,13 +63,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from coordinator.controller.client_quotas import CLIENT_ID, USER, entity_key
+from coordinator.controller.client_quotas import CLIENT_ID, USER, entity_key, entity_of
 
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
 REQUEST = "request_percentage"
 MUTATION = "controller_mutation_rate"
 THROTTLED = "The throttling quota has been exceeded."
 WINDOWS, WINDOW_S = 11, 1.0
+MAX_THROTTLE_S = (2**31 - 1) / 1000  # throttle_time_ms is an int32
 SENSOR_EXPIRATION_S = 3600.0  # Kafka's ClientQuotaManager.InactiveSensorExpirationTimeSeconds
 SWEEP_INTERVAL_S = 30.0       # how often Kafka's Metrics looks for expired sensors
 
@@ -86,6 +91,22 @@ def _candidates(user: str, client_id: str) -> list[tuple[str, Tags]]:
     return [(entity_key(e), tags) for e, tags in (((u, c), both), ((u, dc), both), ((u,), users),
                                                   ((du, c), both), ((du, dc), both), ((du,), users),
                                                   ((c,), clients), ((dc,), clients))]
+
+
+def _shape(key: str) -> tuple[bool, bool]:
+    """Whether a quota entity names a user, and a client id (defaults included)."""
+    types = {t for t, _ in entity_of(key)}
+    return USER in types, CLIENT_ID in types
+
+
+def _unquoted_tags(shapes: frozenset[tuple[bool, bool]], user: str, client_id: str) -> Tags:
+    """Kafka's ``quotaMetricTags`` for a client no quota names: by the one kind of entity that
+    holds quotas, else its client id."""
+    if shapes == {(True, True)}:
+        return user, client_id
+    if shapes == {(True, False)}:
+        return user, ""
+    return "", client_id
 
 
 class Sensor:
@@ -120,11 +141,11 @@ def throttle_s(sensor: Sensor, limit: float, now: float, cap_s: float) -> float:
     """Seconds to throttle a sensor over ``limit`` (0: within it): Kafka's
     ``QuotaUtils.throttleTime``, ``(rate - limit) / limit * window``, at most ``cap_s``."""
     if limit <= 0:
-        return cap_s
+        return min(cap_s, WINDOWS * WINDOW_S)
     rate = sensor.rate(now)
     if rate <= limit:
         return 0.0
-    return min((rate - limit) / limit * sensor.window(now), cap_s)
+    return min((rate - limit) / limit * sensor.window(now), cap_s, MAX_THROTTLE_S)
 
 
 class QuotaManager:
@@ -137,6 +158,8 @@ class QuotaManager:
         self.clock = clock
         self.last_used: dict[Tags, float] = {}
         self._next_sweep = clock() + SWEEP_INTERVAL_S
+        self._shapes: frozenset[tuple[bool, bool]] = frozenset()  # sticky until restart, as Kafka's
+        self._shapes_checked = float("-inf")
 
     def _touch(self, tags: Tags, now: float) -> None:
         self.last_used[tags] = now
@@ -166,13 +189,38 @@ class QuotaManager:
                 return tags, limit
         return None
 
+    def sensor_for(self, user: str, client_id: str) -> tuple[Tags, float | None] | None:
+        """(sensor tags, limit or None) the client's usage is counted under: its quota's, else,
+        once any quota of this kind has been set since start-up (Kafka's ``quotasEnabled``),
+        a sensor of its own with no limit, whose history counts as soon as a quota names it.
+        None: nothing is counted."""
+        found = self.quota_for(user, client_id)
+        if found is not None:
+            return found
+        shapes = self._enabled_shapes()
+        if not shapes:
+            return None
+        return _unquoted_tags(shapes, user, client_id), None
+
+    def _enabled_shapes(self) -> frozenset[tuple[bool, bool]]:
+        """The entity shapes (names a user, names a client id) that have held a quota of this
+        kind since start-up; looked at once a second, as only unquoted clients ask."""
+        now = self.clock()
+        if now >= self._shapes_checked + 1.0:
+            self._shapes_checked = now
+            found = {_shape(key) for key, quotas in self.quotas().items() if self.kind in quotas}
+            if not found <= self._shapes:
+                self._shapes = self._shapes | found
+        return self._shapes
+
 
 class ClientQuotaManager(QuotaManager):
     """A rate quota of one kind (``producer_byte_rate``, ``consumer_byte_rate`` in bytes;
-    ``request_percentage`` in percent-seconds), throttling for at most ``max_throttle_s``."""
+    ``request_percentage`` in percent-seconds), throttling for at most ``max_throttle_s``
+    (byte rates: unbounded, as Kafka's ``ClientQuotaManager.throttleTime``)."""
 
     def __init__(self, kind: str, quotas: Callable[[], Mapping[str, Mapping[str, float]]],
-                 clock: Callable[[], float] = time.monotonic, max_throttle_s: float = WINDOWS * WINDOW_S) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_throttle_s: float = float("inf")) -> None:
         super().__init__(kind, quotas, clock)
         self.sensors: dict[Tags, Sensor] = {}
         self.throttled_ms: dict[Tags, int] = {}  # each sensor's latest throttle time (the metric)
@@ -180,7 +228,7 @@ class ClientQuotaManager(QuotaManager):
 
     def record(self, user: str, client_id: str, size: float) -> int:
         """Count ``size`` for the client; the throttle time in ms (0: within its quota)."""
-        found = self.quota_for(user, client_id)
+        found = self.sensor_for(user, client_id)
         if found is None:
             return 0
         tags, limit = found
@@ -188,8 +236,15 @@ class ClientQuotaManager(QuotaManager):
         self._touch(tags, now)
         sensor = self.sensors.setdefault(tags, Sensor())
         sensor.record(size, now)
-        ms = self.throttled_ms[tags] = int(throttle_s(sensor, limit, now, self.max_throttle_s) * 1000)
+        seconds = 0.0 if limit is None else throttle_s(sensor, limit, now, self.max_throttle_s)
+        ms = self.throttled_ms[tags] = int(seconds * 1000)
         return ms
+
+    def max_value_in_window(self, user: str, client_id: str) -> float:
+        """Kafka's ``getMaxValueInQuotaWindow``: the most one request can use without being
+        throttled whatever came before (a fetch's bytes are bounded by it); inf: no quota."""
+        found = self.quota_for(user, client_id)
+        return float("inf") if found is None else found[1] * (WINDOWS - 1) * WINDOW_S
 
     def rates(self) -> list[tuple[Tags, float, int]]:
         """(tags, rate, latest throttle time in ms) of every sensor, for the metrics."""
@@ -203,7 +258,7 @@ class ClientQuotaManager(QuotaManager):
 
     def unrecord(self, user: str, client_id: str, size: int) -> None:
         """Take back bytes that were not sent after all (a throttled fetch's)."""
-        found = self.quota_for(user, client_id)
+        found = self.sensor_for(user, client_id)
         if found is not None and found[0] in self.sensors:
             self.sensors[found[0]].record(-size, self.clock())
 

@@ -33,11 +33,11 @@ def bootstrap(request, tmp_path_factory):
     yield from single_broker(request.param, tmp_path_factory)
 
 
-def _set_quota(bootstrap: str, client_id: str, rate: float = QUOTA) -> None:
+def _set_quota(bootstrap: str, client_id: str, rate: float = QUOTA, key: str = "producer_byte_rate") -> None:
     with RawClient(bootstrap) as c:
         resp = c.call(49, 1, {"validate_only": False, "entries": [
             {"entity": [{"entity_type": "client-id", "entity_name": client_id}],
-             "ops": [{"key": "producer_byte_rate", "value": float(rate), "remove": False}]}]})
+             "ops": [{"key": key, "value": float(rate), "remove": False}]}]})
     assert [e.error_code for e in resp.entries] == [0], resp
 
 
@@ -135,3 +135,81 @@ def test_a_client_that_ignores_its_throttle_gains_nothing(bootstrap):
     allowed = RUDE_QUOTA * (RUDE_SECONDS + WARMUP)  # a fresh client's burst, then the quota
     assert acked <= 1.2 * allowed, f"{acked / allowed:.2f} x what the quota allows"
     assert max(throttles) > 0, "never told to back off"
+
+
+def _produce_raw(bootstrap: str, topic: str, client_id: str, size: int, batches: int = 1) -> list[float]:
+    """``batches`` Produce requests of one ``size``-byte record each from ``client_id`` on one
+    connection (closed afterwards, so a mute costs nothing); their throttle times in seconds."""
+    from protocol import records as rb
+    from tests.support.raw import produce_request
+
+    batch = bytes(rb.build_batch([(None, b"p" * size)], timestamp=int(time.time() * 1000)))
+    throttles = []
+    with RawClient(bootstrap, timeout=60) as c:
+        c.client_id = client_id
+        for _ in range(batches):
+            r = c.request(0, 9, produce_request(topic, batch, acks=1))
+            assert r.responses[0].partition_responses[0].error_code == 0, r
+            throttles.append(r.throttle_time.total_seconds())
+    return throttles
+
+
+def test_a_byte_rate_throttle_is_as_long_as_the_excess_takes_to_drain(bootstrap):
+    """400 KB at once against 10 KB/s: (40 KB/s over the ten-second window - 10) / 10 x 10 s,
+    30 s; Kafka bounds only the request quota's throttle (one window), not a byte rate's."""
+    from tests.support.clients import create_topic
+
+    topic = f"quota-long-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    client = f"long-{uuid.uuid4().hex[:6]}"
+    _set_quota(bootstrap, client, 10_000)
+    time.sleep(2)  # Kafka applies a new quota asynchronously
+    (throttle,) = _produce_raw(bootstrap, topic, client, 400_000)
+    assert 25 <= throttle <= 35, throttle
+
+
+def test_a_client_measured_before_its_quota_is_throttled_on_what_it_sent(bootstrap):
+    """Once a producer quota exists, every client's bytes are measured (Kafka's quotasEnabled):
+    a client sending 300 KB unthrottled, then given a 20 KB/s quota, is throttled on its next
+    small request for what it sent before."""
+    from tests.support.clients import create_topic
+
+    topic = f"quota-history-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    _set_quota(bootstrap, f"someone-else-{uuid.uuid4().hex[:6]}", 10_000)
+    time.sleep(2)  # Kafka applies a new quota asynchronously
+    client = f"history-{uuid.uuid4().hex[:6]}"
+    assert _produce_raw(bootstrap, topic, client, 100_000, batches=3) == [0, 0, 0]
+    _set_quota(bootstrap, client, 20_000)
+    time.sleep(2)
+    (throttle,) = _produce_raw(bootstrap, topic, client, 10_000)
+    assert throttle > 2, throttle  # (310 KB / 10 s - 20 KB/s) / 20 KB/s x 10 s: about 5.5 s
+
+
+def test_a_fetch_larger_than_the_quota_allows_at_once_still_gets_records(bootstrap):
+    """A consumer at 50 KB/s asking for 1 MB at a time is given at most ten seconds' worth of
+    its quota per fetch (Kafka's getMaxValueInQuotaWindow), so it moves on; without that bound
+    every fetch would read 600 KB, be throttled, answered empty and never get anything."""
+    from tests.support.clients import create_topic
+
+    topic = f"quota-fetch-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 1)
+    _produce_raw(bootstrap, topic, "quota-fetch-producer", 60_000, batches=10)
+    client = f"consumer-{uuid.uuid4().hex[:6]}"
+    _set_quota(bootstrap, client, 50_000, key="consumer_byte_rate")
+    time.sleep(2)  # Kafka applies a new quota asynchronously
+    got = []
+    with RawClient(bootstrap, timeout=60) as c:
+        c.client_id = client
+        for _ in range(4):  # each throttled answer mutes the connection for its throttle time
+            resp = c.call(1, 12, {
+                "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                     "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+            got.append(sum(len(p.records or b"") for t in resp.responses for p in t.partitions))
+            if got[-1]:
+                break
+    assert got[-1] > 0, got
+    assert got[-1] <= 10 * 50_000 + 61_000, got  # ten seconds' worth, and the batch that crosses it

@@ -56,11 +56,31 @@ def test_a_fresh_client_gets_ten_seconds_worth_then_is_throttled_by_kafkas_formu
     assert m.record("u", "app", 100) == 0
 
 
-def test_the_throttle_is_capped_at_the_whole_window_and_a_fetch_can_give_bytes_back():
+def test_a_byte_rate_throttle_is_unbounded_but_fits_the_field_and_a_fetch_can_give_bytes_back():
+    """Kafka bounds only the request quota's throttle (one window); a client far over a byte
+    rate waits as long as its excess takes to drain: 400 KB at 10 KB/s is 30 s."""
+    m, _ = manager({((U, "alice"),): {PRODUCE: 10_000.0}})
+    assert m.record("alice", "c", 400_000) == 30_000  # (40000 - 10000) / 10000 * 10 s
     m, _ = manager({((U, "alice"),): {FETCH: 10.0}}, FETCH)
-    assert m.record("alice", "c", 10**9) == int(WINDOWS * WINDOW_S * 1000)
+    assert m.record("alice", "c", 10**9) == 2**31 - 1  # throttle_time_ms is an int32
     m.unrecord("alice", "c", 10**9)
     assert m.record("alice", "c", 1) == 0
+    assert m.max_value_in_window("alice", "c") == 10.0 * (WINDOWS - 1) * WINDOW_S
+    assert m.max_value_in_window("bob", "c") == float("inf")
+
+
+def test_once_a_quota_is_set_clients_without_one_are_measured_and_their_history_counts():
+    """Kafka's quotasEnabled: from the first quota of a kind on, every client's usage is
+    recorded (under its client id here), so a quota set later throttles on what came before."""
+    stored: dict = {}
+    clock = Clock()
+    m = ClientQuotaManager(PRODUCE, lambda: stored, clock)
+    assert m.record("u", "late", 300_000) == 0 and not m.sensors  # no quota of this kind yet
+    stored[entity_key(((C, "other"),))] = {PRODUCE: 10_000.0}
+    clock.now += 1.5  # the set of enabled quota kinds is looked at once a second
+    assert m.record("u", "late", 300_000) == 0 and ("", "late") in m.sensors  # measured, unlimited
+    stored[entity_key(((C, "late"),))] = {PRODUCE: 20_000.0}
+    assert m.record("u", "late", 10_000) == 5_500  # 310000 B / 10 s against 20000 B/s
 
 
 def test_principals_are_quota_users():

@@ -12,22 +12,26 @@ request's (session id, session epoch):
 - (id, n > 0): incremental. The request's partitions are added to or updated in the session and
   ``forgotten_topics_data`` removed; then the session's partitions that may have something to
   tell are read at their cached positions (see :class:`FetchSession`: those added, updated, or
-  changed since they were last read to their end), and only those are answered that have
-  records, a high watermark or log start offset other than the one last told, an error (which
-  makes the next answer repeat the partition) or a diverging epoch. Partitions that returned
-  records move to the end of the session's order, so the next read starts with the others. A
-  session left empty is closed and the fetch answered sessionless. Unknown id:
-  FETCH_SESSION_ID_NOT_FOUND; an epoch other than the session's: INVALID_FETCH_SESSION_EPOCH; a
-  session made with topic ids (v13+) used without them, or the reverse:
-  FETCH_SESSION_TOPIC_ID_ERROR.
+  changed since they were last read to their end, or all of them when the isolation level
+  changed), and only those are answered, in the session's order, that have records, a high
+  watermark or log start offset other than the one last told, an error (which makes the next
+  answer repeat the partition) or a diverging epoch. Partitions that returned records move to
+  the end of the session's order, so the next read starts with the others. A session left
+  empty is closed and the fetch answered sessionless. Unknown id: FETCH_SESSION_ID_NOT_FOUND;
+  an epoch other than the session's: INVALID_FETCH_SESSION_EPOCH, also for a fetch that waited
+  while another of its session came (Kafka's "possible duplicate request"); a session made with
+  topic ids (v13+) used without them, or the reverse: FETCH_SESSION_TOPIC_ID_ERROR. A fetch
+  whose session was closed while it waited answers from the session as it was, as Kafka's.
+- A request naming a partition twice reads it once, where it was first named, with what it was
+  named with last; partitions of unknown topics are answered (and kept) after the others.
 - The cache holds ``max.incremental.fetch.session.cache.slots`` sessions in Kafka's eight shards
   (``slots // 8`` each; new sessions go to the shards in turn, a session id names its shard).
   A new session in a full shard takes the slot of a session unused for ``EVICTION_S``, else of
-  the least valuable evictable one, if the new one is worth at least as much: a follower's
-  session (privileged) can evict consumers' sessions and sessions older than ``EVICTION_S``, a
-  consumer's only the latter; value orders followers before consumers, then more partitions
-  before fewer. So a client that opens a session on every fetch cannot push out the replicas'
-  sessions.
+  the least valuable evictable one, if the new one is worth more: a follower's session
+  (privileged) can evict consumers' sessions and sessions that were older than ``EVICTION_S``
+  when last used, a consumer's only the latter; value orders followers before consumers, then
+  more partitions before fewer, and a tie keeps the old session. So a client that opens a
+  session on every fetch cannot push out the replicas' sessions.
 
 :class:`FetchSessionHandler` is the fetching side (Kafka's client FetchSessionHandler), which the
 broker's replica fetchers use: a full fetch opens the session, each later fetch sends only the
@@ -82,6 +86,7 @@ class CachedPartition:
     told_high_watermark: int = -1
     told_log_start_offset: int = -1
     replica: object | None = None  # the hosted partition it was last read unchanged from
+    order: int = 0  # its place in the session's order: read and answered by it
 
     def update_request(self, fp) -> None:
         self.fetch_offset = fp.fetch_offset
@@ -130,18 +135,45 @@ class FetchSession:
     """
 
     def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now: float,
-                 partitions: dict[tuple, CachedPartition]) -> None:
+                 partitions: dict[tuple, CachedPartition], isolation_level: int = 0) -> None:
         self.id = session_id
         self.privileged = privileged  # a follower's session
         self.replica_id = -1  # the follower's broker id (privileged sessions)
         self.uses_topic_ids = uses_topic_ids
+        self.isolation_level = isolation_level  # what "read to its end" was measured against
         self.creation = self.last_used = now
         self.epoch = next_epoch(INITIAL_EPOCH)
         self.partitions = partitions  # in the order they are read (dicts keep insertion order)
+        self._next_order = 0
+        for cached in partitions.values():
+            self._place_last(cached)
         self.dirty: dict[tuple, None] = dict.fromkeys(partitions)  # to read at the next fetch
         self.last_fetch_ms = 0  # wall clock, as the followers' caught-up times
-        self.waiter: asyncio.Future | None = None  # a fetch of this session waiting for a change
+        # Set when a partition of the session left unread changes, or the session closes;
+        # shared by every fetch of the session waiting at once (a client's duplicate or a
+        # fetch racing a close must wake as Kafka's delayed fetch would).
+        self.waiter: asyncio.Future | None = None
         self.closed = False
+
+    def _place_last(self, cached: CachedPartition) -> None:
+        cached.order, self._next_order = self._next_order, self._next_order + 1
+
+    def add(self, key: tuple, cached: CachedPartition) -> None:
+        """A partition new to the session: last in its order, read at the next fetch."""
+        self._place_last(cached)
+        self.partitions[key] = cached
+        self.dirty[key] = None
+
+    def move_to_end(self, key: tuple) -> None:
+        """Read last next time (KIP-227's fairness: a partition that returned records)."""
+        cached = self.partitions.pop(key)
+        self._place_last(cached)
+        self.partitions[key] = cached
+
+    def in_order(self, keys: Iterable[tuple]) -> list[CachedPartition]:
+        """The partitions of ``keys`` in the session's order."""
+        found = (self.partitions.get(k) for k in keys)
+        return sorted((c for c in found if c is not None), key=lambda c: c.order)
 
     def key(self, name: str | None, topic_id: uuid.UUID, index: int) -> tuple:
         return session_key(self.uses_topic_ids, name, topic_id, index)
@@ -179,6 +211,9 @@ class FetchSession:
             return
         self._leave_unchanged(cached)
         self.dirty[key] = None
+        self.wake()
+
+    def wake(self) -> None:
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
 
@@ -212,14 +247,20 @@ class FetchSession:
         self.partitions.pop(key, None)
         self.dirty.pop(key, None)
 
-    def close(self) -> None:
-        """Removed from the cache: unwatch every partition."""
+    def mark_all_dirty(self) -> None:
         for key in [k for k in self.partitions if k not in self.dirty]:
             self.mark_dirty(key)
+
+    def close(self) -> None:
+        """Removed from the cache: unwatch every partition. A fetch of it still waiting
+        reads them all again and then waits on every one, as Kafka's would."""
+        self.mark_all_dirty()
         self.closed = True
+        self.wake()
 
     def new_waiter(self) -> asyncio.Future:
-        self.waiter = asyncio.get_running_loop().create_future()
+        if self.waiter is None or self.waiter.done():
+            self.waiter = asyncio.get_running_loop().create_future()
         return self.waiter
 
 
@@ -236,7 +277,7 @@ class FetchSessionCacheShard:
         self.evictions = 0
 
     def maybe_create(self, privileged: bool, uses_topic_ids: bool,
-                     partitions: dict[tuple, CachedPartition]) -> int:
+                     partitions: dict[tuple, CachedPartition], isolation_level: int = 0) -> int:
         """A new session's id, or INVALID_SESSION_ID when there is no room for it."""
         now = self.clock()
         if self.max_entries <= 0:
@@ -244,20 +285,25 @@ class FetchSessionCacheShard:
         if len(self.sessions) >= self.max_entries and not self._try_evict(privileged, len(partitions), now):
             return INVALID_SESSION_ID
         session_id = self._new_id()
-        self.sessions[session_id] = FetchSession(session_id, privileged, uses_topic_ids, now, partitions)
+        self.sessions[session_id] = FetchSession(session_id, privileged, uses_topic_ids, now, partitions,
+                                                 isolation_level)
         return session_id
 
     def _try_evict(self, privileged: bool, size: int, now: float) -> bool:
         stale = min(self.sessions.values(), key=lambda s: (s.last_used, s.id))
         if now - stale.last_used > self.eviction_s:
             return self._evict(stale)
-        old = [s for s in self.sessions.values() if now - s.creation > self.eviction_s]
+        # As Kafka's evictableByAll / evictableByPrivileged, which a session joins when it is
+        # used (touched): older than the eviction time at its last use, or (for a follower's
+        # new session) any consumer's.
+        old = [s for s in self.sessions.values() if s.last_used - s.creation > self.eviction_s]
         evictable = old if not privileged else old + [s for s in self.sessions.values()
                                                       if not s.privileged and s not in old]
         if not evictable:
             return False
         least = min(evictable, key=lambda s: (*s.value(), s.id))
-        if (privileged, size) < least.value():
+        # The new session's key has id 0, below every session's: an equal one is kept.
+        if (privileged, size) <= least.value():
             return False
         return self._evict(least)
 
@@ -319,18 +365,19 @@ class FetchSessionCache:
         session.last_used = self.clock()
 
     def maybe_create(self, privileged: bool, uses_topic_ids: bool,
-                     partitions: dict[tuple, CachedPartition]) -> int:
+                     partitions: dict[tuple, CachedPartition], isolation_level: int = 0) -> int:
         shard = self.shards[self._next_shard]
         self._next_shard = (self._next_shard + 1) % SHARDS
-        return shard.maybe_create(privileged, uses_topic_ids, partitions)
+        return shard.maybe_create(privileged, uses_topic_ids, partitions, isolation_level)
 
 
 # --- the context of one Fetch request --------------------------------------------------------------
 
 Resolve = Callable[[object], tuple[str | None, uuid.UUID]]  # a request topic -> (name, topic id)
 Wanted = list[tuple[str | None, uuid.UUID, list]]  # what to read: (name, topic id, partitions)
-
-
+# One partition's answer as read: (name, topic id, request partition or CachedPartition, answer),
+# where an answer is what fast.encode_fetch_response takes for a partition.
+Entry = tuple
 Read = tuple  # a partition read to its end with nothing sent: (name, topic id, request partition, Partition)
 
 
@@ -351,8 +398,9 @@ class FetchContext:
         """A future set when a partition the fetch does not read changes (None: it reads all)."""
         return None
 
-    def respond(self, topics: list, ends: list[Read]) -> list:
-        return topics
+    def respond(self, entries: list[Entry], ends: list[Read]) -> list:
+        """The answer's topics, [(name, topic id, [answer])], from what was read."""
+        return grouped_answers(entries)
 
     def forget_reads(self) -> None:
         """What was read is not sent after all (a throttled answer): read it again next time."""
@@ -365,34 +413,36 @@ class SessionErrorContext(FetchContext):
 
 
 class FullFetchContext(FetchContext):
-    """Answer all of it, then keep it as a new session."""
+    """Answer all of it, then keep it as a new session, in the answer's order."""
 
     tracks_reads = True
 
-    def __init__(self, wanted: Wanted, cache: FetchSessionCache, replica_id: int, uses_topic_ids: bool) -> None:
+    def __init__(self, wanted: Wanted, cache: FetchSessionCache, replica_id: int, uses_topic_ids: bool,
+                 isolation_level: int) -> None:
         super().__init__(wanted)
         self.cache, self.replica_id, self.uses_topic_ids = cache, replica_id, uses_topic_ids
+        self.isolation_level = isolation_level
 
-    def respond(self, topics: list, ends: list[Read]) -> list:
+    def respond(self, entries: list[Entry], ends: list[Read]) -> list:
         partitions: dict[tuple, CachedPartition] = {}
-        for (name, topic_id, fps), (_, _, answers) in zip(self.wanted, topics):
-            for fp, answer in zip(fps, answers):
-                cached = _cached(name, topic_id, fp)
-                cached.must_respond(answer)
-                partitions[session_key(self.uses_topic_ids, name, topic_id, fp.partition)] = cached
-        self.session_id = self.cache.maybe_create(self.replica_id >= 0, self.uses_topic_ids, partitions)
+        for name, topic_id, fp, answer in entries:
+            cached = _cached(name, topic_id, fp)
+            cached.must_respond(answer)
+            partitions[session_key(self.uses_topic_ids, name, topic_id, fp.partition)] = cached
+        self.session_id = self.cache.maybe_create(self.replica_id >= 0, self.uses_topic_ids, partitions,
+                                                  self.isolation_level)
         session = self.cache.get(self.session_id)
         if session is not None:
             session.replica_id, session.last_fetch_ms = self.replica_id, _now_ms()
             for name, topic_id, fp, part in ends:
                 key = session.key(name, topic_id, fp.partition)
                 session.settle(key, partitions[key], part)
-        return topics
+        return grouped_answers(entries)
 
 
 class IncrementalFetchContext(FetchContext):
     """Read the session's partitions that changed since its last fetch; answer those with
-    something to tell."""
+    something to tell, in the session's order."""
 
     tracks_reads = True
 
@@ -403,50 +453,38 @@ class IncrementalFetchContext(FetchContext):
 
     def to_read(self) -> Wanted:
         s = self.session
-        if len(s.dirty) * 4 >= len(s.partitions):  # many: in the session's order (KIP-227 fairness)
+        if len(s.dirty) * 4 >= len(s.partitions):  # many: one pass over the session
             self.wanted = _grouped(c for k, c in s.partitions.items() if k in s.dirty)
-        else:  # a few: in the order they changed
-            self.wanted = _grouped(s.partitions[k] for k in s.dirty)
+        else:  # a few: sorted into the session's order
+            self.wanted = _grouped(s.in_order(s.dirty))
         return self.wanted
 
     def new_waiter(self) -> asyncio.Future:
         return self.session.new_waiter()
 
-    def _current(self) -> bool:
-        return self.cache.get(self.session_id) is self.session and self.session.epoch == self.epoch
-
-    def respond(self, topics: list, ends: list[Read]) -> list:
-        if not self._current():
-            # Closed, evicted or used again while this fetch waited: what it told is unknowable
-            # to the session now, so answer everything read and change nothing.
-            return [(name or "", topic_id, answers) for name, topic_id, answers in topics if answers]
-        out: list = []
-        moved = []
-        for (name, topic_id, cached_parts), (_, _, answers) in zip(self.wanted, topics):
-            kept = []
-            for cached, answer in zip(cached_parts, answers):
-                if cached.must_respond(answer):
-                    kept.append(answer)
-                    if answer[6]:
-                        moved.append(cached)
-            if kept:
-                if out and out[-1][0] == name and out[-1][1] == topic_id:
-                    out[-1][2].extend(kept)
-                else:
-                    out.append((name or "", topic_id, kept))
+    def respond(self, entries: list[Entry], ends: list[Read]) -> list:
         s = self.session
-        parts = s.partitions
-        for cached in moved:  # read last next time (KIP-227's fairness)
-            key = s.key(cached.topic, cached.topic_id, cached.partition)
-            parts[key] = parts.pop(key)
+        if s.epoch != self.epoch:
+            # Another fetch of the session came meanwhile (Kafka: "possible duplicate request"):
+            # what this one read is not the session's any more.
+            self.error = ErrorCode.invalid_fetch_session_epoch
+            return []
+        kept = []
+        for entry in entries:
+            cached, answer = entry[2], entry[3]
+            if cached.must_respond(answer):
+                kept.append(entry)
+                if answer[6]:
+                    key = s.key(cached.topic, cached.topic_id, cached.partition)
+                    if s.partitions.get(key) is cached:
+                        s.move_to_end(key)
         for name, topic_id, cached, part in ends:
             s.settle(s.key(name, topic_id, cached.partition), cached, part)
-        return out
+        return grouped_answers(kept)
 
     def forget_reads(self) -> None:
-        if self._current():
-            for key in list(self.session.partitions):
-                self.session.mark_dirty(key)
+        if self.session.epoch == self.epoch:
+            self.session.mark_all_dirty()
 
 
 def _now_ms() -> int:
@@ -464,19 +502,49 @@ def _grouped(partitions: Iterable[CachedPartition]) -> Wanted:
     return out
 
 
+def grouped_answers(entries: Iterable[Entry]) -> list:
+    """The answers of consecutive partitions of one topic under one topic entry."""
+    out: list = []
+    for name, topic_id, _, answer in entries:
+        name = name or ""
+        if out and out[-1][0] == name and out[-1][1] == topic_id:
+            out[-1][2].append(answer)
+        else:
+            out.append((name, topic_id, [answer]))
+    return out
+
+
+def requested(request, resolve: Resolve, uses_topic_ids: bool) -> Wanted:
+    """The request's partitions, each once: a partition named twice is read once, at the place
+    it was first named, with what it was named with last (Kafka's LinkedHashMap of them)."""
+    seen: dict[tuple, tuple] = {}
+    for ft in request.topics:
+        name, topic_id = resolve(ft)
+        for fp in ft.partitions:
+            seen[session_key(uses_topic_ids, name, topic_id, fp.partition)] = (name, topic_id, fp)
+    out: Wanted = []
+    for name, topic_id, fp in seen.values():
+        if out and out[-1][0] == name and out[-1][1] == topic_id:
+            out[-1][2].append(fp)
+        else:
+            out.append((name, topic_id, [fp]))
+    return out
+
+
 def new_context(cache: FetchSessionCache, request, version: int, replica_id: int, resolve: Resolve) -> FetchContext:
     """Kafka's FetchManager.newContext for one request (see the module docstring)."""
-    wanted = [(*resolve(ft), ft.partitions) for ft in request.topics]
+    uses_topic_ids = version >= 13
+    wanted = requested(request, resolve, uses_topic_ids)
     if version < 7:
         return FetchContext(wanted)
     session_id, epoch = request.session_id, request.session_epoch
-    uses_topic_ids = version >= 13
+    isolation_level = getattr(request, "isolation_level", 0)
     if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
         if session_id != INVALID_SESSION_ID:
             cache.remove(session_id)
         if epoch == FINAL_EPOCH:
             return FetchContext(wanted)
-        return FullFetchContext(wanted, cache, replica_id, uses_topic_ids)
+        return FullFetchContext(wanted, cache, replica_id, uses_topic_ids, isolation_level)
     session = cache.get(session_id)
     if session is None:
         return SessionErrorContext(ErrorCode.fetch_session_id_not_found)
@@ -490,6 +558,11 @@ def new_context(cache: FetchSessionCache, request, version: int, replica_id: int
     if not session.partitions:
         cache.remove(session.id)
         return FetchContext(wanted)
+    if session.isolation_level != isolation_level:
+        # What was read to its end (the last stable offset or the high watermark) is not the
+        # end this fetch reads to: read every partition again.
+        session.isolation_level = isolation_level
+        session.mark_all_dirty()
     cache.touch(session)
     session.epoch = next_epoch(session.epoch)
     session.last_fetch_ms = _now_ms()
@@ -521,8 +594,7 @@ def _update(session: FetchSession, wanted: Wanted, forgotten, resolve: Resolve) 
             key = session.key(name, topic_id, fp.partition)
             cached = parts.get(key)
             if cached is None:
-                parts[key] = _cached(name, topic_id, fp)
-                session.dirty[key] = None
+                session.add(key, _cached(name, topic_id, fp))
             else:
                 cached.update_request(fp)
                 session.mark_dirty(key)

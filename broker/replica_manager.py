@@ -666,10 +666,10 @@ class ReplicaManager:
         for p in partitions:
             p.waiters.append(fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
-            return True
-        except TimeoutError:
-            return False
+            # asyncio.wait leaves ``fut`` as it is on the timeout: a session's waiter is shared
+            # by every fetch of that session waiting at once.
+            done, _ = await asyncio.wait((fut,), timeout=timeout_s)
+            return bool(done)
         finally:
             for p in partitions:
                 try:

@@ -16,8 +16,12 @@ Behavior:
   nothing to read long-polls on the session.
 - Offsets outside [log start, log end] get OFFSET_OUT_OF_RANGE; a client leader epoch older
   than ours FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH; an unknown topic
-  UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+); a partition this broker does not
-  lead NOT_LEADER_OR_FOLLOWER, with the current leader and epoch (KIP-951, v12+ tagged field).
+  UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id, v13+), answered after the partitions
+  that were read, as Kafka's "erroneous" ones; by id, a partition of a topic deleted and made
+  again under its name INCONSISTENT_TOPIC_ID; a partition this broker does not lead
+  NOT_LEADER_OR_FOLLOWER, with the current leader and epoch (KIP-951, v12+ tagged field).
+- At most ``fetch.max.bytes`` are read, and for a consumer with a ``consumer_byte_rate`` at
+  most what its quota allows at once (Kafka's ``getMaxValueInQuotaWindow``).
 - A follower's fetch (replica id >= 0) reads up to the log end offset, records the follower's
   position (which may advance the high watermark and expand the ISR) and, when its
   ``last_fetched_epoch`` ends below the fetch offset in our leader-epoch cache, answers with
@@ -71,6 +75,9 @@ from ..quotas import FETCH, user_name
 from ..request_context import RequestContext
 
 READ_COMMITTED = 1
+# What Kafka's KafkaApis answers before reading (its "erroneous" partitions), after the rest.
+ERRONEOUS = frozenset({ErrorCode.unknown_topic_id, ErrorCode.unknown_topic_or_partition,
+                       ErrorCode.topic_authorization_failed})
 
 
 @register(1, 4, 18)
@@ -85,18 +92,21 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
     isolation = getattr(request, "isolation_level", 0)
     max_wait = request.max_wait.total_seconds()
     deadline = time.monotonic() + max_wait
+    by_id = version >= 13
+    max_bytes = _max_bytes(ctx, request.max_bytes, replica_id)
+    min_bytes = min(request.min_bytes, max_bytes)
     while True:
-        topics, total, waitable, urgent, ends = _read_all(ctx, session, request.max_bytes, replica_id, isolation,
-                                                          replica_epoch)
+        entries, total, waitable, urgent, ends = _read_all(ctx, session, max_bytes, replica_id, isolation,
+                                                           replica_epoch, by_id)
         remaining = deadline - time.monotonic()
         waiter = session.new_waiter()  # set when a partition of the session left unread changes
-        if total >= request.min_bytes or urgent or remaining <= 0 or (not waitable and waiter is None):
+        if total >= min_bytes or urgent or remaining <= 0 or (not waitable and waiter is None):
             break
         woken = await rm.wait_for_data(waitable, remaining, waiter)
         if time.monotonic() >= deadline:
             if woken:  # else nothing it waited on changed: the first read still stands
-                topics, total, waitable, urgent, ends = _read_all(ctx, session, request.max_bytes, replica_id,
-                                                                  isolation, replica_epoch)
+                entries, total, waitable, urgent, ends = _read_all(ctx, session, max_bytes, replica_id,
+                                                                   isolation, replica_epoch, by_id)
             break
     throttle = 0
     if replica_id < 0:
@@ -106,11 +116,25 @@ async def handle_fetch(ctx: RequestContext, request) -> bytes:
             session.forget_reads()
             return fast.encode_fetch_response(version, 0, session.session_id if isinstance(
                 session, IncrementalFetchContext) else INVALID_SESSION_ID, [], throttle_time_ms=throttle)
-    topics = session.respond(topics, ends)
+    topics = session.respond(entries, ends)
+    if session.error:
+        return fast.encode_fetch_response(version, session.error, session.session_id, [])
     if total:
         ctx.services.metrics.bytes_out.labels("all").inc(total)
     return fast.encode_fetch_response(version, 0, session.session_id, topics,
                                       throttle_time_ms=ctx.request_throttle_ms())
+
+
+def _max_bytes(ctx: RequestContext, requested: int, replica_id: int) -> int:
+    """Kafka's bound on what one fetch reads: the broker's ``fetch.max.bytes`` and, for a
+    consumer with a ``consumer_byte_rate``, what its quota allows at once (so a fetch larger
+    than that is not read, throttled and thrown away again on every try)."""
+    bound = min(requested, ctx.services.config["fetch.max.bytes"])
+    if replica_id < 0:
+        window = ctx.services.quotas[FETCH].max_value_in_window(user_name(ctx.principal),
+                                                                ctx.header.client_id or "")
+        bound = min(bound, int(min(window, 2**31 - 1)))
+    return bound
 
 
 def _resolve_topic(ctx: RequestContext, ft, version: int):
@@ -141,11 +165,13 @@ def _unauthorized_topics(ctx: RequestContext, wanted, replica_id: int):
 
 
 def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replica_id: int, isolation: int,
-              replica_epoch: int = -1):
-    """Read what the fetch context wants now: (topics, bytes read, partitions to wait on,
-    urgent, ends), where ``urgent`` counts what must be answered without long-polling (errors,
-    and followers behind our high watermark) and ``ends`` (in a session) lists the partitions
-    read to their end without records, which the session leaves unread until they change."""
+              replica_epoch: int = -1, by_id: bool = False):
+    """Read what the fetch context wants now: (entries, bytes read, partitions to wait on,
+    urgent, ends), where ``entries`` are the answers in the order they are sent (those Kafka
+    finds erroneous before reading, an unknown or unauthorized topic, last), ``urgent`` counts
+    what must be answered without long-polling (errors, and followers behind our high
+    watermark) and ``ends`` (in a session) lists the partitions read to their end without
+    records, which the session leaves unread until they change."""
     rm = ctx.services.replica_manager
     wanted = session.to_read()
     unauthorized = _unauthorized_topics(ctx, wanted, replica_id)
@@ -155,9 +181,9 @@ def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replic
     urgent = 0
     waitable = []
     ends = []
-    topics = []
+    entries = []
+    erroneous = []
     for name, topic_id, fps in wanted:
-        parts = []
         for fp in fps:
             try:
                 if name is None:
@@ -165,13 +191,18 @@ def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replic
                 if name in unauthorized:
                     raise KafkaError(ErrorCode.topic_authorization_failed, None)
                 part = rm.leader_partition(name, fp.partition, getattr(fp, "current_leader_epoch", -1))
+                if by_id and part.topic_id != topic_id:
+                    # A session's partition of a topic deleted and made again under its name.
+                    raise KafkaError(ErrorCode.inconsistent_topic_id,
+                                     f"topic {name} has topic id {part.topic_id}, not {topic_id}")
                 plog = part.log
                 if replica_id >= 0:
                     part.check_follower(replica_id, getattr(fp, "current_leader_epoch", -1))
                     diverging = _diverging_epoch(plog, fp)
                     if diverging is not None:
-                        parts.append((fp.partition, 0, plog.high_watermark, plog.last_stable_offset,
-                                      plog.log_start_offset, None, b"", {"diverging_epoch": diverging}))
+                        entries.append((name, topic_id, fp, (fp.partition, 0, plog.high_watermark,
+                                        plog.last_stable_offset, plog.log_start_offset, None, b"",
+                                        {"diverging_epoch": diverging})))
                         continue
                 hw = plog.high_watermark
                 lso = plog.last_stable_offset
@@ -193,7 +224,7 @@ def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replic
                 total += len(data)
                 remaining -= len(data)
                 aborted = _aborted_txns(plog, fp.fetch_offset, data) if isolation == READ_COMMITTED else None
-                parts.append((fp.partition, 0, hw, lso, plog.log_start_offset, aborted, data))
+                entries.append((name, topic_id, fp, (fp.partition, 0, hw, lso, plog.log_start_offset, aborted, data)))
                 if not data:
                     waitable.append(part)
                     if track and fp.fetch_offset >= limit:
@@ -201,10 +232,10 @@ def _read_all(ctx: RequestContext, session: FetchContext, max_bytes: int, replic
             except KafkaError as exc:
                 urgent += 1
                 ctx.services.metrics.errors.labels("Fetch", exc.code.name).inc()
-                parts.append((fp.partition, int(exc.code), -1, -1, -1, None, b"",
-                              _current_leader(ctx, name, fp.partition, exc.code)))
-        topics.append((name or "", topic_id, parts))
-    return topics, total, waitable, urgent, ends
+                answer = (fp.partition, int(exc.code), -1, -1, -1, None, b"",
+                          _current_leader(ctx, name, fp.partition, exc.code))
+                (erroneous if exc.code in ERRONEOUS else entries).append((name, topic_id, fp, answer))
+    return entries + erroneous, total, waitable, urgent, ends
 
 
 def _follower_high_watermark(fp) -> int:

@@ -90,4 +90,5 @@ def _delete(ctx: RequestContext, topic: str, partition: int, offset: int) -> int
     if after != before:
         log.info("log_start_offset_incremented", topic=topic, partition=partition, before=before,
                  after=after, reason="delete_records")
+        part.wake_waiters()  # fetch sessions that read it to its end tell the new log start
     return after

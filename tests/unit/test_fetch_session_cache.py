@@ -1,6 +1,8 @@
 """The fetch session cache's eviction (Kafka's FetchSessionCache), on a fake clock."""
 
-from broker.fetch_session import INVALID_SESSION_ID, SHARDS, FetchSessionCache, next_epoch
+import uuid
+
+from broker.fetch_session import INVALID_SESSION_ID, SHARDS, CachedPartition, FetchSessionCache, next_epoch
 
 
 class Clock:
@@ -12,7 +14,7 @@ class Clock:
 
 
 def _parts(n: int) -> dict:
-    return {("t", i): object() for i in range(n)}
+    return {("t", i): CachedPartition("t", uuid.UUID(int=1), i, 0, -1, 1 << 20, -1, -1) for i in range(n)}
 
 
 def _fill(cache: FetchSessionCache, privileged: bool, size: int) -> list[int]:
@@ -44,12 +46,28 @@ def test_old_sessions_are_evicted_by_more_valuable_ones_and_idle_ones_by_anyone(
     for shard in cache.shards:  # used just now, created long ago: evictable only by the larger
         for session in shard.sessions.values():
             cache.touch(session)
-    assert _fill(cache, False, 1) != [INVALID_SESSION_ID] * SHARDS  # equal value evicts
-    clock.now += 121
-    for shard in cache.shards:
-        for session in shard.sessions.values():
-            cache.touch(session)
-    assert _fill(cache, False, 0) == [INVALID_SESSION_ID] * SHARDS  # smaller does not
+    # Kafka's EvictableKey gives the new session id 0, below every session's: an equal value
+    # keeps the old session, a larger one evicts it.
+    assert _fill(cache, False, 1) == [INVALID_SESSION_ID] * SHARDS
+    assert _fill(cache, False, 0) == [INVALID_SESSION_ID] * SHARDS
+    assert INVALID_SESSION_ID not in _fill(cache, False, 2)
+
+
+def test_a_session_is_evictable_once_used_after_the_eviction_time_not_merely_old():
+    """Kafka puts a session among the evictable when it is touched: one created long ago but
+    last used while young stays until it is used again (or idles past the eviction time)."""
+    clock = Clock()
+    cache = FetchSessionCache(SHARDS, clock)
+    old = _fill(cache, False, 1)
+    clock.now += 100
+    for session_id in old:
+        cache.touch(cache.get(session_id))  # used at 100 s: not yet evictable
+    clock.now += 25  # 125 s old, idle for 25 s
+    assert _fill(cache, False, 3) == [INVALID_SESSION_ID] * SHARDS
+    for session_id in old:
+        cache.touch(cache.get(session_id))  # used at 125 s: evictable by a more valuable one
+    assert INVALID_SESSION_ID not in _fill(cache, False, 3)
+    assert all(cache.get(s) is None for s in old)
 
 
 def test_session_ids_name_their_shard_and_epochs_wrap_to_one():

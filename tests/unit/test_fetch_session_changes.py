@@ -132,7 +132,7 @@ def test_a_topic_id_unknown_when_it_joined_the_session_is_read_once_the_metadata
     cache = FetchSessionCache(10)
     full = new_context(cache, request, 15, 2, resolve)
     assert isinstance(full, FullFetchContext) and full.to_read()[0][0] is None  # UNKNOWN_TOPIC_ID
-    full.respond([(None, leader.topic_id, [(0, 100, -1, -1, -1, None, None, None)])], [])
+    full.respond([(None, leader.topic_id, fp, (0, 100, -1, -1, -1, None, None, None))], [])
     nothing_new = SimpleNamespace(topics=[], forgotten_topics_data=[], session_id=full.session_id, session_epoch=1)
     assert new_context(cache, nothing_new, 15, 2, resolve).to_read()[0][0] is None  # still unknown
     known[leader.topic_id] = "t"

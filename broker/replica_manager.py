@@ -357,14 +357,14 @@ class ReplicaManager:
         return topic
 
     def _assign(self, num_partitions: int, replication_factor: int, start_partition: int = 0) -> list[list[int]]:
-        """Over every registered broker, each partition led by an active one (KRaft's placer)."""
+        """On the unfenced brokers, fenced ones added last if the factor needs them (KRaft's placer)."""
         racks = self.metadata.placement_racks()
         return assign_replicas(num_partitions, replication_factor, racks, start_partition=start_partition,
                                fenced=set(racks) - self.metadata.active_broker_ids())
 
-    def _check_assignment(self, assignment: list[list[int]]) -> None:
+    def _check_assignment(self, assignment: list[list[int]], first_partition: int = 0) -> None:
         registered, active = set(self.metadata.registered), self.metadata.active_broker_ids()
-        for index, replicas in enumerate(assignment):
+        for index, replicas in enumerate(assignment, start=first_partition):
             if not replicas or len(set(replicas)) != len(replicas):
                 raise KafkaError(ErrorCode.invalid_replica_assignment, f"Duplicate or empty replicas {replicas}")
             if not set(replicas) <= registered:
@@ -429,7 +429,7 @@ class ReplicaManager:
         if assignment is None:
             assignment = self._assign(total - before, rf, start_partition=before)
         else:
-            self._check_assignment(assignment)
+            self._check_assignment(assignment, first_partition=before)
         await self.metadata.add_partitions(name, assignment)
         log.info("partitions_created", topic=name, before=before, after=total)
 

@@ -96,7 +96,7 @@ def _validated(ctx: RequestContext, t, quota: MutationQuota) -> TopicCreation:
     if rf == -1:
         rf = broker.config["default.replication.factor"]
     if num_partitions <= 0:
-        raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+        raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
     check_replication_factor(rf, len(broker.metadata.registered))
     configs = {}
     for c in t.configs:

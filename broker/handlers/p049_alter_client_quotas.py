@@ -10,7 +10,8 @@ Behavior:
   ``connection_creation_rate``) are INVALID_REQUEST for that entity; a key given twice in one
   entry or an entity given twice is "Ignoring duplicate entity". One result per distinct entity.
 - The valid alterations are stored together in the cluster metadata; ``validate_only`` stores
-  nothing. DescribeClientQuotas reads them back. Nothing enforces them.
+  nothing. DescribeClientQuotas reads them back; broker/quotas.py and
+  broker/connection_quotas.py enforce them from the next request or connection on.
 - With an authorizer: ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED for each
   entry.
 

@@ -10,8 +10,8 @@ An entity is a set of (entity type, name) with types ``user``, ``client-id`` and
 sorted pairs), so every broker of a cluster sees the same quotas and they survive restarts.
 
 The byte rates (``producer_byte_rate``, ``consumer_byte_rate``), ``request_percentage`` and
-``controller_mutation_rate`` are enforced by ``broker/quotas.py``. Differs from Kafka:
-``connection_creation_rate`` (per IP) is stored and described only (nothing throttles by it).
+``controller_mutation_rate`` are enforced by ``broker/quotas.py``, ``connection_creation_rate``
+(per IP) by ``broker/connection_quotas.py``.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@
 Owns the decisions that Kafka's QuorumController makes, taken on the metadata image and written
 to the store by compare-and-swap:
 
-- ``assign_replicas``: spread partitions over the registered brokers, fenced ones included, with
-  each partition's first replica (its leader) an active one (rack-aware when brokers have
-  ``broker.rack``), Kafka's round-robin with a shifted follower start; INVALID_REPLICATION_FACTOR
-  when the factor exceeds the registered broker count or every broker is fenced.
+- ``assign_replicas``: spread partitions over the unfenced brokers (rack-aware when brokers have
+  ``broker.rack``), Kafka's round-robin with a shifted follower start, adding fenced brokers
+  last only when the factor needs more brokers than are unfenced (KRaft's placer);
+  INVALID_REPLICATION_FACTOR when the factor exceeds the registered broker count or every
+  broker is fenced.
 - One controller at a time (etcd backend): the broker that creates the ``controller`` key under
   its lease; the key's create_revision is the controller epoch and every write compares it, so
   a deposed controller resumed from a pause cannot write.
@@ -26,6 +27,9 @@ to the store by compare-and-swap:
 
 Differs from Kafka: ISR shrink/expand on lag is written by the partition leader itself (see
 ``etcd_store``); elections are checked on every image change instead of on broker heartbeats.
+With racks, Kafka's placer may put a follower on a fenced broker of a rack not yet used rather
+than on an unfenced one of a used rack; this one keeps to the unfenced brokers while they
+suffice.
 """
 
 from __future__ import annotations
@@ -53,13 +57,26 @@ def assign_replicas(num_partitions: int, replication_factor: int, brokers: dict[
     differ; with racks, the broker order alternates racks so each partition spans racks.
 
     ``brokers``: every registered broker (with its rack); ``fenced``: those of them that may
-    hold a replica but not lead (fenced or shutting down), so never come first."""
+    hold a replica but not lead (fenced or shutting down). As KRaft's StripedReplicaPlacer, the
+    replicas are placed on the unfenced brokers, and only a factor larger than they can hold
+    adds fenced ones, last (never leading)."""
     check_replication_factor(replication_factor, len(brokers))
-    active = sorted(set(brokers) - set(fenced))
+    active = {b: rack for b, rack in brokers.items() if b not in fenced}
     if not active:
         raise KafkaError(ErrorCode.invalid_replication_factor,
                          f"Unable to replicate the partition {replication_factor} time(s): "
                          f"All brokers are currently fenced.")
+    placed = _place(num_partitions, min(replication_factor, len(active)), active, start_partition, seed)
+    spare = _rack_alternated({b: rack for b, rack in brokers.items() if b in fenced})
+    missing = replication_factor - len(active)
+    for i, replicas in enumerate(placed):
+        p = start_partition + i
+        replicas += [spare[(p + j) % len(spare)] for j in range(missing)]
+    return placed
+
+
+def _place(num_partitions: int, replication_factor: int, brokers: dict[int, str | None],
+           start_partition: int, seed: int | None) -> list[list[int]]:
     ordered = _rack_alternated(brokers)
     n = len(ordered)
     racks = {b: brokers[b] or "" for b in ordered}
@@ -85,21 +102,8 @@ def assign_replicas(num_partitions: int, replication_factor: int, brokers: dict[
                         and broker not in replicas:
                     replicas.append(broker)
                     used_racks.add(racks[broker])
-        out.append(_led_by_active(replicas, fenced, active, p))
+        out.append(replicas)
     return out
-
-
-def _led_by_active(replicas: list[int], fenced: set[int], active: list[int], p: int) -> list[int]:
-    """``replicas`` with an active broker first: the first active one moved to the front, or,
-    when all are fenced, the first replaced by an active broker (round-robin by partition)."""
-    if replicas[0] not in fenced:
-        return replicas
-    first_active = next((i for i, r in enumerate(replicas) if r not in fenced), None)
-    if first_active is not None:
-        replicas[0], replicas[first_active] = replicas[first_active], replicas[0]
-    else:
-        replicas[0] = active[p % len(active)]
-    return replicas
 
 
 def _replica_index(first: int, shift: int, j: int, n: int) -> int:
@@ -109,12 +113,13 @@ def _replica_index(first: int, shift: int, j: int, n: int) -> int:
 def check_replication_factor(replication_factor: int, registered: int) -> None:
     """INVALID_REPLICATION_FACTOR with Kafka 4's words when the factor cannot be met."""
     if replication_factor <= 0:
-        raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+        raise KafkaError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0, or -1 to use the default value.")
     if replication_factor > registered:
         raise KafkaError(ErrorCode.invalid_replication_factor,
                          f"Unable to replicate the partition {replication_factor} time(s): The target "
                          f"replication factor of {replication_factor} cannot be reached because only "
-                         f"{registered} broker(s) are registered.")
+                         f"{registered} broker(s) are registered or some brokers have all their log "
+                         f"directories cordoned.")
 
 
 def _rack_alternated(brokers: dict[int, str | None]) -> list[int]:

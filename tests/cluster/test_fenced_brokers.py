@@ -87,9 +87,22 @@ def test_with_one_broker_down_the_cluster_still_counts_three(target):
     _create(target, topic, 6, 3)
     parts = wait_for(lambda: (d := describe(_bootstrap(target), topic)) and len(d) == 6 and d, 30, "the topic")
     for leader, replicas, isr in parts.values():
-        assert sorted(replicas) == [1, 2, 3]  # the fenced broker holds a replica...
+        assert sorted(replicas) == [1, 2, 3] and replicas[-1] == VICTIM  # the fenced broker holds the last replica...
         assert leader in SURVIVORS  # ...but leads nothing
         assert VICTIM not in isr
+
+    # A factor the unfenced brokers can hold stays on them: every partition starts fully in
+    # sync, so acks=all writes meet min.insync.replicas=2 (KRaft's placer).
+    rf2 = f"rf2-down-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": _bootstrap(target)})
+    admin.create_topics([NewTopic(rf2, 12, 2, config={"min.insync.replicas": "2"})])[rf2].result(30)
+    rf2_parts = wait_for(lambda: (d := describe(_bootstrap(target), rf2)) and len(d) == 12 and d, 30, "the RF-2 topic")
+    assert all(sorted(replicas) == [1, 2] for _, replicas, _ in rf2_parts.values()), rf2_parts
+    strict = Producer({"bootstrap.servers": _bootstrap(target), "acks": "all", "enable.idempotence": True})
+    errors = []
+    for p in range(12):
+        strict.produce(rf2, value=b"p%d" % p, partition=p, on_delivery=lambda err, msg: err and errors.append(err))
+    assert strict.flush(60) == 0 and errors == []
 
     # Every acknowledged record is read back, by a first consumer group that commits.
     acked = []

@@ -259,3 +259,18 @@ def _delete_by_name_and_id(bootstrap: str) -> tuple:
 
 def test_delete_topics_by_name_and_id_at_once_matches_apache_kafka(ours, apache_kafka):
     assert _delete_by_name_and_id(ours) == _delete_by_name_and_id(apache_kafka)
+
+
+def _create_topics_refusal(bootstrap: str, partitions: int, replication_factor: int) -> tuple[str, str | None]:
+    with RawClient(bootstrap) as c:
+        r = c.call(19, 7, {"topics": [{"name": f"refused-{uuid.uuid4().hex[:6]}", "num_partitions": partitions,
+                                       "replication_factor": replication_factor, "assignments": [],
+                                       "configs": []}], "timeout_ms": 10000, "validate_only": True})
+    return r.topics[0].error_code.name, r.topics[0].error_message
+
+
+@pytest.mark.parametrize("partitions, replication_factor", [(0, 1), (-2, 1), (1, 0), (1, -2), (1, 2)])
+def test_create_topics_refusals_match_apache_kafka_with_their_messages(partitions, replication_factor, ours,
+                                                                      apache_kafka):
+    assert _create_topics_refusal(ours, partitions, replication_factor) == \
+        _create_topics_refusal(apache_kafka, partitions, replication_factor)

@@ -113,15 +113,23 @@ def test_a_shutting_down_leader_without_a_successor_keeps_leading():
     assert (moved.leader, moved.isr) == (2, [2, 3])
 
 
-def test_fenced_brokers_hold_replicas_but_never_come_first():
+def test_fenced_brokers_hold_replicas_only_when_the_unfenced_do_not_suffice_and_then_last():
+    """KRaft's placer: RF 2 with one of three fenced stays on the two unfenced brokers (a
+    partition starting with a follower on a dead broker would start under-replicated, below a
+    min.insync.replicas of 2); RF 3 needs the fenced one, always as the last replica."""
     brokers = {1: None, 2: None, 3: None}
     for seed in range(20):
-        a = assign_replicas(12, 3, brokers, seed=seed, fenced={3})
-        assert all(sorted(r) == [1, 2, 3] and r[0] != 3 for r in a)
+        two = assign_replicas(30, 2, brokers, seed=seed, fenced={3})
+        assert all(sorted(r) == [1, 2] for r in two)
+        assert sorted(r[0] for r in two) == [1] * 15 + [2] * 15
+        three = assign_replicas(12, 3, brokers, seed=seed, fenced={3})
+        assert all(sorted(r) == [1, 2, 3] and r[2] == 3 for r in three)
         single = assign_replicas(12, 1, brokers, seed=seed, fenced={2, 3})
         assert single == [[1]] * 12  # the one active broker leads every partition
+        spread = assign_replicas(12, 3, {1: None, 2: None, 3: None, 4: None}, seed=seed, fenced={2, 3, 4})
+        assert all(r[0] == 1 for r in spread) and {r[1] for r in spread} == {2, 3, 4}
     racked = assign_replicas(12, 2, {1: "a", 2: "b", 3: "a", 4: "b"}, seed=1, fenced={1, 2})
-    assert all(r[0] in (3, 4) and len(set(r)) == 2 for r in racked)
+    assert all(sorted(r) == [3, 4] for r in racked)
 
 
 def test_all_brokers_fenced_is_an_invalid_replication_factor():

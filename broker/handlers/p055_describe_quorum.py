@@ -7,8 +7,11 @@ Behavior:
   ``describeMetadataQuorum`` read it.
 - Leader: the controller (``controller_id``) and its epoch; high watermark: the position of
   this broker's metadata image; voters: every registered broker, each of which can be elected
-  controller (a fenced one too, as a KRaft voter that is down stays a voter). Only this broker knows its own position: another voter's log end offset and
-  timestamps are -1 (unknown), as KRaft reports a voter it has not heard from. No observers.
+  controller (a fenced one too, as a KRaft voter that is down stays a voter). A voter with a
+  live session follows the metadata through etcd's watch, which leaves it no lag to report: it
+  is shown at the high watermark, fetched and caught up now, as KRaft shows a follower in
+  sync. A fenced voter's log end offset and timestamps are -1 (unknown), as KRaft reports a
+  voter it has not heard from. No observers.
 - Any broker answers, from its own image (Kafka forwards the request to the active controller).
 
 Differs from Kafka: the quorum is not a KRaft log. On one node (embedded store) the epoch counts
@@ -56,14 +59,16 @@ def _describe(ctx: RequestContext) -> dict:
     metadata = ctx.services.metadata
     now = int(time.time() * 1000)
     voters = []
+    live = set(metadata.brokers) | {metadata.node_id}
     for node_id in sorted(metadata.registered):
-        own = node_id == metadata.node_id
+        following = node_id in live
+        leader = node_id == metadata.controller_id
         voters.append({
             "replica_id": node_id, "replica_directory_id": UNKNOWN_DIRECTORY,
-            "log_end_offset": metadata.applied_offset if own else -1,
+            "log_end_offset": metadata.applied_offset if following else -1,
             # KRaft: -1 last fetch for the leader itself, its caught-up time is now
-            "last_fetch_timestamp": -1,
-            "last_caught_up_timestamp": now if own and node_id == metadata.controller_id else -1,
+            "last_fetch_timestamp": now if following and not leader else -1,
+            "last_caught_up_timestamp": now if following else -1,
         })
     return {"partition_index": METADATA_PARTITION, "error_code": 0, "error_message": None,
             "leader_id": metadata.controller_id, "leader_epoch": metadata.controller_epoch,

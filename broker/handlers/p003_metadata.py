@@ -70,10 +70,10 @@ def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
 
 
 def _controller_id(broker) -> int:
-    """The controller; while none is elected (an election takes milliseconds), this broker,
-    which can serve every admin request itself, so clients never wait on a -1."""
-    controller = broker.metadata.controller_id
-    return controller if controller >= 0 else broker.node_id
+    """The controller; while none is elected or the elected one is fenced, this broker, which
+    can serve every admin request itself, so clients never wait on a -1 or a broker that is
+    not listed."""
+    return broker.metadata.controller_for_clients(broker.node_id)
 
 
 def error_entry(name: str | None, code: ErrorCode, topic_id: uuid.UUID = ZERO_UUID) -> dict:

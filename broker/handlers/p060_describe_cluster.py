@@ -1,9 +1,10 @@
 """DescribeCluster: v0-2
 
 Behavior:
-- Returns the cluster id, the controller id (this broker: it is its own controller, and a
-  KRaft broker reports a live broker here too) and the live brokers' endpoints on the listener
-  the request arrived on (a broker without that listener is left out, as in Kafka).
+- Returns the cluster id, the controller id (the controller while it is unfenced, else this
+  broker, which serves admin requests itself; a KRaft broker reports a live broker here too)
+  and the live brokers' endpoints on the listener the request arrived on (a broker without
+  that listener is left out, as in Kafka).
 - ``include_cluster_authorized_operations``: with no authorizer every cluster operation is
   allowed (8096, see :mod:`broker.authorization`), as Kafka; otherwise INT32_MIN.
 - v1 ``endpoint_type``: BROKERS (1) is answered; CONTROLLERS (2) gets MISMATCHED_ENDPOINT_TYPE
@@ -45,7 +46,7 @@ async def handle_describe_cluster(ctx: RequestContext, request) -> dict:
         "throttle_time": 0, "error_code": 0, "error_message": None,
         "endpoint_type": BROKER_ENDPOINT,
         "cluster_id": b.cluster_id,
-        "controller_id": b.metadata.controller_id if b.metadata.controller_id >= 0 else b.node_id,
+        "controller_id": b.metadata.controller_for_clients(b.node_id),
         "brokers": [{"broker_id": n, "host": host, "port": port, "rack": rack,
                      "is_fenced": n not in b.metadata.brokers}
                     for n, host, port, rack in b.metadata.brokers_on(

@@ -159,6 +159,15 @@ class MetadataCache:
         tell (a single node has no followers)."""
         return -1
 
+    def controller_for_clients(self, answering: int) -> int:
+        """The controller id Metadata and DescribeCluster give: the controller while it is an
+        unfenced broker, else the answering broker (every broker serves admin requests itself).
+        A client is never sent to a broker the same answer leaves out of its broker list, which
+        librdkafka's admin client would wait on until its request timed out; KRaft brokers
+        likewise answer a live broker."""
+        controller = self.controller_id
+        return controller if controller in self.brokers else answering
+
     def fenced_broker_ids(self) -> list[int]:
         return sorted(n for n in self.registered if n not in self.brokers)
 

@@ -142,3 +142,16 @@ def test_all_brokers_fenced_is_an_invalid_replication_factor():
 def test_a_new_partition_starts_with_its_active_replicas_in_the_isr():
     state = PartitionState.created([3, 1, 2], active={1, 2})
     assert (state.leader, state.replicas, state.isr, state.leader_epoch) == (1, [3, 1, 2], [1, 2], 0)
+
+
+def test_clients_are_told_of_the_controller_only_while_it_is_unfenced():
+    from coordinator.controller.metadata import MetadataCache
+
+    cache = MetadataCache(node_id=1)
+    cache.controller_id = 3
+    cache.brokers = dict.fromkeys([1, 2, 3])
+    assert cache.controller_for_clients(1) == 3
+    del cache.brokers[3]  # fenced, its controller key not yet expired
+    assert cache.controller_for_clients(1) == 1
+    cache.controller_id = NO_LEADER  # between two controllers
+    assert cache.controller_for_clients(2) == 2

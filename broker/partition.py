@@ -7,8 +7,13 @@ fetch state (log end offset, last caught-up time), the high watermark, the acks=
 (produce requests waiting for the high watermark to pass their last offset) and the long-poll
 waiters of fetch requests.
 
+The high watermark advances only while the ISR holds ``min.insync.replicas`` members (at most
+the replication factor), Kafka 4's strict min ISR (KIP-966): records a leader accepted with
+acks=0 or 1 below that are not visible to consumers until enough replicas hold them.
+
 Differs from Kafka: no remote log, no fetch-from-follower (KIP-392), no eligible leader
-replicas (KIP-966); an ISR change is written by the leader into the metadata store directly.
+replicas (KIP-966's ELR field); an ISR change is written by the leader into the metadata store
+directly.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class Partition:
     watchers: set = field(default_factory=set)
     delayed: list[_DelayedProduce] = field(default_factory=list)
     on_hw_advance: Callable[[Partition], None] | None = None
+    # The topic's min.insync.replicas as it stands (the replica manager's, read when needed).
+    min_isr: Callable[[], int] = field(default=lambda: 1)
     # The replica manager's keys of led partitions that may have an ISR follower behind the log
     # end: the ISR lag pass looks only at these (a follower at the log end is never lagging).
     lag_watch: set | None = None
@@ -275,8 +282,12 @@ class Partition:
             return max(state.last_caught_up_ms, session.last_fetch_ms)
         return state.last_caught_up_ms
 
+    def under_min_isr(self) -> bool:
+        """Kafka's isUnderMinIsr, against its effective min ISR (at most the replica count)."""
+        return len(self.isr) < min(self.min_isr(), len(self.replicas))
+
     def maybe_increment_high_watermark(self) -> bool:
-        if not self.is_leader:
+        if not self.is_leader or self.under_min_isr():
             return False
         leo = self.log.log_end_offset
         new_hw = leo

@@ -19,6 +19,7 @@ fetch-from-follower; a replica removed by reassignment is deleted at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -177,6 +178,7 @@ class ReplicaManager:
         if part is None:
             part = self.partitions[(topic.name, index)] = Partition(topic.name, index, topic.uuid, plog, self.node_id)
             part.lag_watch = self._lag_watch
+            part.min_isr = functools.partial(self.min_isr, topic.name)
             self._watch_flush(plog)
         return part
 
@@ -449,7 +451,7 @@ class ReplicaManager:
             if part is not None:
                 part.log.config = cfg
                 self._watch_flush(part.log)
-
+                part.maybe_increment_high_watermark()  # a lowered min.insync.replicas frees it
     def ensure_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str],
                               replication_factor: int = 1) -> TopicState:
         """The internal topic, created on first use. Clustered, creation is asynchronous and

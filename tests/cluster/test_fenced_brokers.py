@@ -143,11 +143,45 @@ def test_with_one_broker_down_the_cluster_still_counts_three(target):
         tp.produce(topic, value=b"t%02d" % i, partition=i % 6)
     tp.commit_transaction(60)
 
+    # Kafka 4's strict min ISR: records accepted with acks=1 while the ISR is below
+    # min.insync.replicas are not visible until enough replicas hold them.
+    strict_topic = f"strict-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(strict_topic, 1, 3, config={"min.insync.replicas": "3"})])[strict_topic].result(30)
+    wait_for(lambda: (d := describe(_bootstrap(target), strict_topic)) and d[0][0] in SURVIVORS, 30, "its leader")
+    loose = Producer({"bootstrap.servers": _bootstrap(target), "acks": 1})
+    loose_acked = []
+    for i in range(5):
+        loose.produce(strict_topic, value=b"s%d" % i, partition=0,
+                      on_delivery=lambda err, msg: err is None and loose_acked.append(msg.offset()))
+    assert loose.flush(30) == 0 and loose_acked == [0, 1, 2, 3, 4]
+    assert _read_for(target, strict_topic, 3.0) == ([], 0)
+
     # The broker comes back: it is unfenced and catches up into every ISR.
     target.nodes[VICTIM].start()
     wait_for(lambda: _cluster_brokers(target) == {1: False, 2: False, 3: False}, 90, "the broker unfenced")
-    wait_for(lambda: all(sorted(isr) == [1, 2, 3] for _, _, isr in describe(_bootstrap(target), topic).values()),
-             90, "the returned broker in every ISR")
+    for name in (topic, strict_topic):
+        wait_for(lambda name=name: all(sorted(isr) == [1, 2, 3] for _, _, isr in describe(_bootstrap(target),
+                                                                                          name).values()),
+                 90, f"the returned broker in every ISR of {name}")
+    wait_for(lambda: _read_for(target, strict_topic, 1.0) == ([0, 1, 2, 3, 4], 5), 30, "the records visible")
+
+
+def _read_for(target, topic: str, seconds: float) -> tuple[list[int], int]:
+    """(offsets a read_uncommitted consumer of partition 0 gets in ``seconds``, its high watermark)."""
+    import time
+
+    c = Consumer({"bootstrap.servers": _bootstrap(target), "group.id": f"read-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.offset())
+        return got, c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
 
 
 def test_unregister_broker_removes_a_registration(target):

@@ -62,3 +62,21 @@ def test_a_verified_batch_reaching_a_deposed_leader_is_retriable_not_a_failed_tr
     with pytest.raises(KafkaError) as refused:
         rm.check_verification("t", 0, records, guard)
     assert refused.value.code == ErrorCode.not_leader_or_follower
+
+
+def test_the_high_watermark_waits_for_min_insync_replicas_members_of_the_isr(leader):
+    """Kafka 4's strict min ISR: with min.insync.replicas 3 and an ISR of two, an acks=1 record
+    replicated to the whole ISR stays invisible until the third replica joins; the effective
+    minimum is at most the replica count."""
+    from protocol import records as rb
+
+    leader.min_isr = lambda: 3
+    leader.append_records_to_leader(bytes(rb.build_batch([(b"k", b"v")], timestamp=0)), acks=1, min_isr=3)
+    leader.update_follower_fetch_state(1, leader.log.log_end_offset, 1000)
+    assert leader.high_watermark == 0 and leader.under_min_isr()
+    leader.make_leader(leader_epoch=1, partition_epoch=2, replicas=[2, 3, 1], isr=[2, 1, 3])
+    assert leader.high_watermark == 0  # replica 3 has not fetched it yet
+    leader.update_follower_fetch_state(3, leader.log.log_end_offset, 1000)
+    assert leader.high_watermark == 1
+    leader.min_isr = lambda: 5  # more than there are replicas: all three suffice
+    assert not leader.under_min_isr()

@@ -165,8 +165,14 @@ class OursCluster(Cluster):
         return {i for i, n in self.dc.nodes.items() if n.alive}
 
     def controller_id(self) -> int:
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        return admin.describe_cluster(request_timeout=10).result(timeout=15).controller.id
+        """DescribeQuorum's leader (Metadata and DescribeCluster name the answering broker)."""
+        from tools.kafka_client import KafkaClient
+
+        with KafkaClient(",".join(n.address for n in self.dc.nodes.values() if n.alive),
+                         request_timeout=10) as client:
+            resp = client.bootstrap().request(55, 1, {"topics": [{
+                "topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]})
+        return resp.topics[0].partitions[0].leader_id
 
     def governing_settings(self) -> dict[str, str]:
         """From the first node's `effective_config` start-up log line."""

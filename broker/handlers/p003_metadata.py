@@ -1,11 +1,11 @@
 """Metadata: v0-13
 
 Behavior:
-- Lists every registered broker (with its rack) by its endpoint on the listener the request
-  arrived on (a broker without that listener is left out, as in Kafka), the cluster id, the
-  controller and the requested topics with each partition's leader, leader epoch, replicas,
-  ISR, offline replicas (on brokers that are down) and topic ids (v10+); a partition with no
-  leader answers LEADER_NOT_AVAILABLE.
+- Lists every unfenced broker (with its rack) by its endpoint on the listener the request
+  arrived on (a broker without that listener is left out, as in Kafka), the cluster id, a
+  controller id (``_controller_id``: this broker) and the requested topics with each
+  partition's leader, leader epoch, replicas, ISR, offline replicas (on fenced brokers) and
+  topic ids (v10+); a partition with no leader answers LEADER_NOT_AVAILABLE.
 - All topics when the request's topic list is empty (v0) or null (v1+); none when it is an
   empty list on v1+.
 - An unknown topic is created when both ``auto.create.topics.enable`` and the request's
@@ -52,7 +52,7 @@ from ..request_context import RequestContext
 
 
 def offline_replicas(ctx: RequestContext, state) -> list[int]:
-    """Replicas on brokers that are not registered (down)."""
+    """Replicas on brokers that are fenced (down, or not yet caught up), as KRaft's."""
     brokers = ctx.services.metadata.brokers
     return [r for r in state.replicas if r not in brokers]
 
@@ -70,9 +70,8 @@ def topic_entry(ctx: RequestContext, name: str, version: int) -> dict:
 
 
 def _controller_id(broker) -> int:
-    """The controller; while none is elected or the elected one is fenced, this broker, which
-    can serve every admin request itself, so clients never wait on a -1 or a broker that is
-    not listed."""
+    """This broker while it is unfenced, which serves every admin request itself (see
+    ``MetadataCache.controller_for_clients``), so clients never wait on a -1 or a dead broker."""
     return broker.metadata.controller_for_clients(broker.node_id)
 
 

@@ -160,11 +160,14 @@ class MetadataCache:
         return -1
 
     def controller_for_clients(self, answering: int) -> int:
-        """The controller id Metadata and DescribeCluster give: the controller while it is an
-        unfenced broker, else the answering broker (every broker serves admin requests itself).
-        A client is never sent to a broker the same answer leaves out of its broker list, which
-        librdkafka's admin client would wait on until its request timed out; KRaft brokers
-        likewise answer a live broker."""
+        """The controller id Metadata and DescribeCluster give: the answering broker while it
+        is unfenced (every broker serves admin requests itself, and the client has just reached
+        this one), else the controller while it is unfenced, else the answering broker. KRaft
+        brokers name a random unfenced broker (getRandomAliveBrokerId), which until a killed
+        broker's session lapses may be the dead one: librdkafka's admin client, told so, waits
+        on it until its request times out. The controller itself is DescribeQuorum's leader."""
+        if answering in self.brokers:
+            return answering
         controller = self.controller_id
         return controller if controller in self.brokers else answering
 

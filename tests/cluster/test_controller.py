@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.clients import consume_all, create_topic
-from tests.support.cluster import describe, wait_for, wait_isr_complete
+from tests.support.cluster import describe, quorum_leader, wait_for, wait_isr_complete
 from tests.support.raw import RawClient
 from tools.devcluster import REPO, free_port
 
@@ -40,15 +40,13 @@ def _init_producer_id(cluster, order: list[int]) -> int:
 
 
 def _controller(cluster) -> int:
-    return wait_for(lambda: (c := _describe_cluster_controller(cluster)) >= 0 and c, 30, "a controller") or 0
+    return wait_for(lambda: (c := _quorum_leader(cluster)) >= 0 and c, 30, "a controller") or 0
 
 
-def _describe_cluster_controller(cluster) -> int:
+def _quorum_leader(cluster) -> int:
     for node in cluster.nodes.values():
         if node.alive:
-            with RawClient(node.address, timeout=5) as c:
-                resp = c.call(60, 0, {"include_cluster_authorized_operations": False})
-            return resp.controller_id
+            return quorum_leader(node.address)
     return -1
 
 

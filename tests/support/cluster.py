@@ -78,6 +78,19 @@ def describe(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int], list
     return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()}
 
 
+def quorum_leader(address: str, timeout: float = 5.0) -> int:
+    """The controller, as DescribeQuorum's leader asked of the broker at ``address`` (Metadata
+    and DescribeCluster name the answering broker instead, as KRaft names any live one)."""
+    from tests.support.raw import RawClient
+
+    with RawClient(address, timeout=timeout) as c:
+        resp = c.call(55, 1, {"topics": [{"topic_name": "__cluster_metadata",
+                                          "partitions": [{"partition_index": 0}]}]})
+    (topic,) = resp.topics
+    (partition,) = topic.partitions
+    return partition.leader_id if partition.error_code == 0 else -1
+
+
 def wait_isr_complete(cluster: DevCluster, topic: str, timeout: float = 60.0,
                       bootstrap: str | None = None) -> dict:
     """Until every partition of ``topic`` has a leader and all its replicas in the ISR (as

@@ -144,14 +144,16 @@ def test_a_new_partition_starts_with_its_active_replicas_in_the_isr():
     assert (state.leader, state.replicas, state.isr, state.leader_epoch) == (1, [3, 1, 2], [1, 2], 0)
 
 
-def test_clients_are_told_of_the_controller_only_while_it_is_unfenced():
+def test_clients_are_sent_to_the_broker_that_answered_while_it_is_unfenced():
     from coordinator.controller.metadata import MetadataCache
 
     cache = MetadataCache(node_id=1)
     cache.controller_id = 3
     cache.brokers = dict.fromkeys([1, 2, 3])
-    assert cache.controller_for_clients(1) == 3
-    del cache.brokers[3]  # fenced, its controller key not yet expired
+    # Not the controller, which may be dead and not yet fenced: the broker the client reached.
     assert cache.controller_for_clients(1) == 1
-    cache.controller_id = NO_LEADER  # between two controllers
-    assert cache.controller_for_clients(2) == 2
+    assert cache.controller_for_clients(3) == 3
+    del cache.brokers[1]  # the answering broker is fenced (its session lapsed): the controller
+    assert cache.controller_for_clients(1) == 3
+    cache.controller_id = NO_LEADER  # and between two controllers: still never -1
+    assert cache.controller_for_clients(1) == 1

@@ -27,7 +27,8 @@ from tests.support.raw import RawClient
 KAFKA_RUN = Path(__file__).resolve().parents[2] / "compat" / "kafka" / "kafka-run.sh"
 VICTIM = 3
 SURVIVORS = (1, 2)
-DESCRIBE_CLUSTER, UNREGISTER_BROKER = 60, 64
+DESCRIBE_CLUSTER, UNREGISTER_BROKER, LIST_CONFIG_RESOURCES = 60, 64, 74
+BROKER, BROKER_LOGGER = 4, 8  # config resource types
 
 
 @pytest.fixture(scope="module", params=TARGETS)
@@ -85,6 +86,10 @@ def test_with_one_broker_down_the_cluster_still_counts_three(target):
     # The controller a client is sent to is one the answer lists, even when the killed broker
     # was the controller (an admin client told of a dead one waits on it until it times out).
     assert resp.controller_id in SURVIVORS
+    # Its configs are still listed (kafka-configs --describe --entity-type brokers --all).
+    resources = _call(target, LIST_CONFIG_RESOURCES, 1, {"resource_types": [BROKER_LOGGER, BROKER]})
+    assert [(r.resource_name, r.resource_type) for r in resources.config_resources] == \
+        [("1", BROKER_LOGGER), ("2", BROKER_LOGGER), ("3", BROKER_LOGGER), ("1", BROKER), ("2", BROKER), ("3", BROKER)]
 
     topic = f"rf3-down-{uuid.uuid4().hex[:6]}"
     _create(target, topic, 6, 3)

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import describe, wait_for
+from tests.support.cluster import describe, quorum_leader, wait_for
 from tests.support.parity import TARGETS, three_nodes
 from tests.support.raw import RawClient
 
@@ -41,7 +41,8 @@ def _bootstrap(target) -> str:
 
 
 def _call(target, api_key: int, version: int, body: dict):
-    with RawClient(target.nodes[SURVIVORS[0]].address, timeout=10) as c:
+    node = next(n for _, n in sorted(target.nodes.items()) if n.alive)
+    with RawClient(node.address, timeout=10) as c:
         return c.call(api_key, version, body)
 
 
@@ -187,6 +188,81 @@ def _read_for(target, topic: str, seconds: float) -> tuple[list[int], int]:
         return got, c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     finally:
         c.close()
+
+
+def test_with_the_controller_down_other_clients_create_commit_and_transact(target):
+    """The same first steps with kafka-python and aiokafka, the killed broker the metadata
+    quorum's leader this time: a first group and transactional producer of each work. (Both
+    clients pick their metadata broker from the last answer's list and give up on the first
+    refused connection, on Kafka too: they start once the dead broker is fenced.)"""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+    from kafka.admin import NewTopic as KpNewTopic
+
+    victim = quorum_leader(target.nodes[1].address)
+    assert victim in target.nodes
+    bootstrap = ",".join(n.address for i, n in target.nodes.items() if i != victim)
+    target.nodes[victim].kill9()
+    wait_for(lambda: _cluster_brokers(target).get(victim) is True, 60, f"broker {victim} fenced")
+
+    topic = f"others-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([KpNewTopic(topic, 3, 3)])
+    finally:
+        admin.close()
+    kp = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send(topic, b"kp%d" % i)
+    kp.commit_transaction()
+    kp.close()
+
+    async def aio() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:6]}")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                for i in range(10):
+                    await producer.send(topic, b"aio%d" % i)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"aio-{uuid.uuid4().hex[:6]}",
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    isolation_level="read_committed")
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            for _ in range(60):
+                batches = await consumer.getmany(timeout_ms=1000)
+                got += [m.value for msgs in batches.values() for m in msgs]
+                if len(got) >= 20:
+                    break
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    assert sorted(asyncio.run(aio())) == sorted([b"kp%d" % i for i in range(10)] + [b"aio%d" % i for i in range(10)])
+    group = f"kp-{uuid.uuid4().hex[:6]}"
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, isolation_level="read_committed", consumer_timeout_ms=30000)
+    try:
+        seen = []
+        for m in consumer:
+            seen.append(m.value)
+            if len(seen) == 20:
+                break
+        assert len(seen) == 20
+        consumer.commit()
+    finally:
+        consumer.close()
+
+    target.nodes[victim].start()
+    wait_for(lambda: _cluster_brokers(target) == {1: False, 2: False, 3: False}, 90, "the broker unfenced")
 
 
 def test_unregister_broker_removes_a_registration(target):

@@ -20,11 +20,9 @@ description of the code).
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import datetime
-import inspect
 import io
 import socket
 import struct
@@ -49,6 +47,7 @@ from protocol.api import (
     response_header_version,
 )
 from protocol.codec import build
+from protocol.errors import error_description
 
 API_VERSIONS = 18
 METADATA = 3
@@ -83,48 +82,12 @@ class RetriableError(KafkaClientError):
     """Worth another try after refreshing metadata or backing off (see :func:`retry`)."""
 
 
-@cache
-def _error_descriptions() -> dict[str, str]:
-    """Kafka's description of each error code: the docstrings of kio's generated enum."""
-    try:
-        tree = ast.parse(inspect.getsource(ErrorCode))
-    except (OSError, TypeError, SyntaxError):
-        return {}
-    out: dict[str, str] = {}
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-
-    def walk(stmts: list[ast.stmt]) -> None:
-        last = None
-        for stmt in stmts:
-            if isinstance(stmt, ast.If):
-                walk(stmt.body)
-                last = None
-            elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
-                last = stmt.targets[0].id
-            elif (last and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
-                  and isinstance(stmt.value.value, str)):
-                out[last] = " ".join(stmt.value.value.split())
-                last = None
-            else:
-                last = None
-
-    walk(body)
-    return out
-
-
 def error_name(code: int) -> str:
     """``3`` -> ``UNKNOWN_TOPIC_OR_PARTITION`` (Kafka's ``Errors`` name)."""
     try:
         return ErrorCode(code).name.upper()
     except ValueError:
         return f"UNKNOWN_ERROR_CODE_{code}"
-
-
-def error_description(code: int) -> str | None:
-    try:
-        return _error_descriptions().get(ErrorCode(code).name)
-    except ValueError:
-        return None
 
 
 def is_retriable(code: int) -> bool:

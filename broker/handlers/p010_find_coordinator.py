@@ -15,6 +15,8 @@ Behavior:
   below v6, or a key that does not parse, INVALID_REQUEST, as Kafka 4.3.1. Brokers ask it; with
   an authorizer it needs CLUSTER_ACTION (else CLUSTER_AUTHORIZATION_FAILED).
 - Any other key type: INVALID_REQUEST.
+- Error messages as Kafka's: the error's own message up to v3; from v4 an empty one, except for
+  an unknown key type.
 - With an authorizer: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED) or the
   transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
@@ -29,7 +31,7 @@ import uuid
 from coordinator.group.metadata import OFFSETS_TOPIC
 from coordinator.share.persister import STATE_TOPIC
 from protocol.api import register
-from protocol.errors import ErrorCode, KafkaError
+from protocol.errors import ErrorCode, KafkaError, error_description
 
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..request_context import RequestContext
@@ -80,6 +82,15 @@ def _authorization_error(ctx: RequestContext, key: str, key_type: int) -> int:
     return 0
 
 
+def _error_message(ctx: RequestContext, key_type: int, code: int) -> str:
+    """Kafka's: v0-3 answers carry the error's message; v4+ results of a known key type carry an
+    empty one (KafkaApis sets none), those of an unknown type the message of the whole request's
+    INVALID_REQUEST."""
+    if ctx.api_version >= 4 and key_type in (GROUP, TRANSACTION, SHARE):
+        return ""
+    return error_description(code) or ""
+
+
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     broker = ctx.services
     node_id = broker.node_id
@@ -103,7 +114,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
         else:
             host, port = endpoint
     if code:
-        return {"key": key, "error_code": code, "error_message": ErrorCode(code).name,
+        return {"key": key, "error_code": code, "error_message": _error_message(ctx, key_type, code),
                 "node_id": -1, "host": "", "port": -1}
     return {"key": key, "error_code": 0, "error_message": None, "node_id": node_id,
             "host": host, "port": port}

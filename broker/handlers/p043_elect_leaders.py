@@ -7,8 +7,10 @@ Behavior:
 - UNCLEAN (1): only for a partition without a live leader: an ISR member if one is live, else
   any live replica (records only the old ISR had may be lost); ELECTION_NOT_NEEDED when the
   leader is live, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is.
-- Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION. The answer comes once the new leaders
-  are in this broker's metadata.
+- Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION ("No such topic as T", "No such partition
+  as T-P"); other errors carry Kafka's message for their code, as ``kafka-leader-election``
+  prints them. The answer comes once the new leaders are in
+  this broker's metadata.
 - With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:
@@ -17,7 +19,7 @@ Version notes:
 
 from coordinator.controller.controller import elect_preferred, elect_unclean
 from protocol.api import register
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, error_description
 
 from ..authorization import AclOperation, authorize_cluster
 from ..request_context import RequestContext
@@ -41,11 +43,14 @@ async def handle_elect_leaders(ctx: RequestContext, request) -> dict:
     alive = set(metadata.brokers)
     live = {n for n, b in metadata.brokers.items() if not b.controlled_shutdown}
     results: dict[tuple[str, int], int] = {}
+    messages: dict[tuple[str, int], str] = {}
     changes = []
     for topic, index in wanted:
         state = metadata.partition(topic, index)
         if state is None:
             results[(topic, index)] = ErrorCode.unknown_topic_or_partition
+            messages[(topic, index)] = f"No such partition as {topic}-{index}" if topic in metadata.topics \
+                else f"No such topic as {topic}"
             continue
         new, code = elect_preferred(state, live) if election_type == PREFERRED \
             else elect_unclean(state, live, alive)
@@ -60,6 +65,7 @@ async def handle_elect_leaders(ctx: RequestContext, request) -> dict:
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append(
-            {"partition_id": index, "error_code": code, "error_message": ErrorCode(code).name if code else None})
+            {"partition_id": index, "error_code": code,
+             "error_message": messages.get((topic, index)) or error_description(code) if code else None})
     return {"throttle_time": 0, "error_code": 0,
             "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()]}

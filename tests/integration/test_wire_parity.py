@@ -2,7 +2,8 @@
 
 Each case is sent to our broker and to a real single-node KRaft Kafka (jars from Maven
 Central, ``compat/kafka``) in the same run; the outcomes (error code, or closed connection,
-or the raw bytes of the ApiVersions fallback) must be identical. Error messages may differ.
+or the raw bytes of the ApiVersions fallback) must be identical; error messages too where a case
+compares them.
 """
 
 from __future__ import annotations
@@ -274,3 +275,34 @@ def test_create_topics_refusals_match_apache_kafka_with_their_messages(partition
                                                                       apache_kafka):
     assert _create_topics_refusal(ours, partitions, replication_factor) == \
         _create_topics_refusal(apache_kafka, partitions, replication_factor)
+
+
+def _elect_leaders_outcome(bootstrap: str) -> list:
+    """ElectLeaders PREFERRED where the preferred replica leads, and on a partition and a topic
+    that do not exist: the codes and the messages ``kafka-leader-election`` prints."""
+    with RawClient(bootstrap) as c:
+        r = c.call(43, 2, {"election_type": 0, "topic_partitions": [{"topic": TOPIC, "partitions": [0, 7]},
+                                                                     {"topic": "wire-parity-missing", "partitions": [0]}],
+                           "timeout_ms": 10000})
+    return sorted((t.topic, p.partition_id, p.error_code.name, p.error_message)
+                  for t in r.replica_election_results for p in t.partition_result)
+
+
+def test_elect_leaders_errors_match_apache_kafka_with_their_messages(ours, apache_kafka):
+    assert _elect_leaders_outcome(ours) == _elect_leaders_outcome(apache_kafka)
+
+
+def _find_coordinator_errors(bootstrap: str) -> list:
+    with RawClient(bootstrap) as c:
+        out = []
+        for version, body in ((3, {"key_type": 2, "key": SHARE_KEY}), (4, {"key_type": 2, "coordinator_keys": [SHARE_KEY]}),
+                              (6, {"key_type": 2, "coordinator_keys": ["g"]}),
+                              (4, {"key_type": 7, "coordinator_keys": ["g"]})):
+            r = c.call(10, version, body)
+            rows = r.coordinators if version >= 4 else [r]
+            out += [(version, x.error_code.name, x.error_message) for x in rows]
+    return out
+
+
+def test_find_coordinator_errors_match_apache_kafka_with_their_messages(ours, apache_kafka):
+    assert _find_coordinator_errors(ours) == _find_coordinator_errors(apache_kafka)

@@ -1,15 +1,16 @@
 """CreatePartitions: v0-3
 
 Behavior:
-- Raises a topic's partition count to ``count``; the new partitions are led by this broker
-  with leader epoch 0 and are immediately writable.
+- Raises a topic's partition count to ``count``; the new partitions start at leader epoch 0
+  (on one node led by this broker and immediately writable; in a cluster placed as CreateTopics
+  places replicas, led by the first active replica, with the active ones in the ISR).
 - Only increases: ``count`` equal to the current number gets INVALID_PARTITIONS "Topic
   already has N partition(s).", a smaller one INVALID_PARTITIONS "... would not be an
   increase." An unknown topic: UNKNOWN_TOPIC_OR_PARTITION; a name twice in one request:
   INVALID_REQUEST "Duplicate topic name." (Kafka's ReplicationControlManager wording).
 - ``assignments`` (optional) must hold one replica list per new partition
   (INVALID_REPLICA_ASSIGNMENT otherwise), each non-empty, without duplicates, naming only
-  registered brokers (this one), with the topic's replication factor.
+  registered brokers (a fenced one too, as KRaft), with the topic's replication factor.
 - validate_only checks everything and creates nothing.
 - ``controller_mutation_rate``: the new partitions count against the caller's quota; out of
   credit, v3 answers THROTTLING_QUOTA_EXCEEDED, older versions are throttled afterwards.

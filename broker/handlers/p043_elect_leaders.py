@@ -9,8 +9,7 @@ Behavior:
   leader is live, ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is.
 - Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION ("No such topic as T", "No such partition
   as T-P"); other errors carry Kafka's message for their code, as ``kafka-leader-election``
-  prints them. The answer comes once the new leaders are in
-  this broker's metadata.
+  prints them. The answer comes once the new leaders are in this broker's metadata.
 - With an authorizer: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
 
 Version notes:

@@ -3,8 +3,8 @@
 Behavior:
 - Returns the cluster id, the controller id (this broker while it is unfenced, which serves
   admin requests itself; a KRaft broker reports a random live broker; the metadata quorum's
-  leader is DescribeQuorum's) and the live brokers' endpoints on the listener the request arrived on (a broker without
-  that listener is left out, as in Kafka).
+  leader is DescribeQuorum's) and the live brokers' endpoints on the listener the request
+  arrived on (a broker without that listener is left out, as in Kafka).
 - ``include_cluster_authorized_operations``: with no authorizer every cluster operation is
   allowed (8096, see :mod:`broker.authorization`), as Kafka; otherwise INT32_MIN.
 - v1 ``endpoint_type``: BROKERS (1) is answered; CONTROLLERS (2) gets MISMATCHED_ENDPOINT_TYPE

@@ -29,6 +29,7 @@ RUN set -e; python3 -m venv /opt/kbroker; \
     pip install -q -r /tmp/requirements.txt
 COPY protocol /src/protocol
 COPY storage /src/storage
+COPY metadata /src/metadata
 COPY coordinator /src/coordinator
 COPY security /src/security
 COPY broker /src/broker

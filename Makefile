@@ -32,12 +32,13 @@ tools: install etcd
 	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 && [ -x compat/kafka/fetch.sh ]; then \
 	  bash compat/kafka/fetch.sh || echo "warning: Apache Kafka jars unavailable; kafka_tools tests will be skipped"; fi
 
-# etcd, the cluster's metadata store (Debian's etcd-server); a single broker does not need it.
+# etcd, the cluster's metadata store (Debian's etcd-server), and etcdctl (etcd-client) for its
+# members' operations (docs/operations.md); a single broker needs neither.
 etcd:
-	@command -v etcd >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server) >/dev/null 2>&1 \
-	    || { echo "error: etcd-server could not be installed"; exit 1; }; \
-	  else echo "error: etcd is not installed and this is not root: apt-get install etcd-server"; exit 1; fi; }
+	@{ command -v etcd && command -v etcdctl; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client) >/dev/null 2>&1 \
+	    || { echo "error: etcd-server and etcd-client could not be installed"; exit 1; }; \
+	  else echo "error: etcd is not installed and this is not root: apt-get install etcd-server etcd-client"; exit 1; fi; }
 
 # The Spark pipeline: pyspark (PyPI) and Spark's Kafka connector (4 jars from Maven Central, cached in
 # ~/.cache/kbroker/spark-kafka-4.2.0, resolved only when missing). Without Java or Maven the
@@ -62,7 +63,7 @@ pipeline-bench: pipeline-setup
 run: $(RUN_STAMP)
 	$(PY) -m broker $(ARGS)
 
-# Three brokers and etcd on loopback (ports 9092-9094); Ctrl-C stops them all.
+# Three nodes on loopback, each a broker (ports 9092-9094) and an etcd member; Ctrl-C stops them all.
 cluster: $(RUN_STAMP) etcd
 	$(PY) -m tools.devcluster --nodes 3 --data-dir kbroker-cluster $(ARGS)
 
@@ -95,7 +96,7 @@ test-unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: install
-	$(PY) -m ruff check protocol storage coordinator security broker tools pipeline tests bench
+	$(PY) -m ruff check protocol storage metadata coordinator security broker tools pipeline tests bench
 
 bench: tools
 	$(PY) bench/produce_bench.py --target both

@@ -9,7 +9,7 @@ import os
 
 from setuptools import find_packages, setup
 
-APP = ("protocol", "storage", "coordinator", "security", "broker", "tools", "pipeline")
+APP = ("protocol", "storage", "metadata", "coordinator", "security", "broker", "tools", "pipeline")
 PIPELINE_DATA = ["data/*.csv", "log4j2.properties", "fetch_jars.sh"]
 app_packages = find_packages(include=[*APP, *(f"{name}.*" for name in APP)])
 

@@ -151,8 +151,7 @@ class OursCluster(Cluster):
         return {i: n.proc.pid for i, n in self.dc.nodes.items() if n.alive}
 
     def extra_pids(self) -> dict[str, int]:
-        e = self.dc.etcd
-        return {"etcd": e.pid} if e is not None and e.poll() is None else {}
+        return {m.name: m.proc.pid for m in self.dc.etcd_members.values() if m.alive}
 
     def kill9(self, node_id: int) -> None:
         self.dc.nodes[node_id].kill9()

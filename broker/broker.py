@@ -12,17 +12,20 @@ import functools
 import os
 import resource
 import struct
+import sys
 import time
 import uuid
 
 import structlog
 
-from coordinator.controller.controller import Controller, fence_restarted
-from coordinator.controller.etcd_client import EtcdSecurity
-from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
-from coordinator.controller.metadata import BrokerRegistration
-from coordinator.controller.producer_ids import ProducerIdManager
-from coordinator.controller.store import MetadataStore
+from metadata.controller.controller import Controller
+from metadata.controller.managers import ControlManagers
+from metadata.controller.producer_ids import ProducerIdManager
+from metadata.embedded_store import EmbeddedMetadataStore
+from metadata.etcd.client import EtcdSecurity
+from metadata.etcd.store import STORE_ERRORS, EtcdMetadataStore, RegistrationConflict
+from metadata.image import MetadataCache
+from metadata.records import BrokerRegistration
 from protocol import codec
 from protocol.api import API_VERSIONS_KEY, REGISTRY
 from protocol.errors import ErrorCode
@@ -64,6 +67,7 @@ from .server import KafkaConnection, TlsListener
 log = structlog.get_logger("broker")
 
 SHUTDOWN_STEP_S = 5.0  # the longest one component may take to stop before it is abandoned
+HALT_SESSION_END_S = 3.0  # a broker halting on a failed disk ends its session within this, or lets it lapse
 
 METADATA_FILE = "__cluster_metadata.json"
 SSL_RELOAD_CHECK_MS = 2000  # how often a TLS listener's store files are looked at
@@ -87,18 +91,26 @@ class Broker:
                                                   lambda: self.metadata.client_quotas)
         self.clustered = bool(config["metadata.etcd.endpoints"])
         self.log_manager = LogManager(config.log_dir, replicated=self.clustered, owner=self.incarnation_id)
-        if self.clustered:
-            self.metadata = EtcdMetadataStore(
-                self.node_id, config["metadata.etcd.endpoints"], config["metadata.etcd.prefix"],
-                config["broker.session.timeout.ms"], on_connectivity=self.metrics.etcd_connected.set,
-                security=EtcdSecurity.from_config(config),
-                controller_timeout_ms=config["controller.quorum.fetch.timeout.ms"])
-        else:
-            self.metadata = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id)
-            self.metadata.register_self(self._registration())
+        self.log_manager.failure.listeners.append(self._log_dir_failed)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._halting = False
+        # The image every handler reads, and the store that feeds it and takes the writes.
+        self.metadata = MetadataCache(self.node_id)
         self.metadata.inter_broker_listener = self.inter_broker_listener
-        self.replica_manager = ReplicaManager(config, self.metadata, self.log_manager, self.metrics,
-                                              self.node_id)
+        if self.clustered:
+            self.metadata_store = EtcdMetadataStore(
+                self.metadata, config["metadata.etcd.endpoints"], config["metadata.etcd.prefix"],
+                config["broker.session.timeout.ms"], on_connectivity=self.metrics.set_store_connected,
+                security=EtcdSecurity.from_config(config),
+                controller_timeout_ms=config["controller.quorum.fetch.timeout.ms"],
+                endpoint_sync_ms=config["metadata.etcd.endpoint.sync.interval.ms"])
+        else:
+            self.metadata_store = EmbeddedMetadataStore(os.path.join(config.log_dir, METADATA_FILE), self.node_id,
+                                                        self.metadata)
+            self.metadata_store.register_self(self._registration())
+        self.replica_manager = ReplicaManager(config, self.metadata, self.metadata_store, self.log_manager,
+                                              self.metrics, self.node_id)
+        self.control = ControlManagers.build(self.metadata, self.metadata_store, self.replica_manager)
         self.controller: Controller | None = None
         self.authorizer = _authorizer(config)
         def stored_quotas():  # read at each request: AlterClientQuotas applies at once
@@ -115,7 +127,7 @@ class Broker:
                 lambda privileged=privileged: self.fetch_sessions.count(privileged))
         self.metrics.fetch_session_partitions.set_function(lambda: self.fetch_sessions.cached_partitions)
         self.metrics.fetch_session_evictions.set_function(lambda: self.fetch_sessions.evictions)
-        self.producer_ids = ProducerIdManager(self.metadata)
+        self.producer_ids = ProducerIdManager(self.metadata_store)
         self.group_coordinator = None
         self.share_group_coordinator = None
         self.txn_coordinator = None
@@ -135,6 +147,7 @@ class Broker:
         return self.metadata.cluster_id
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         raise_open_file_limit()
         self._write_meta_properties()
         started = time.monotonic()
@@ -144,7 +157,7 @@ class Broker:
         if self.clustered:
             await self._join_cluster(self._registration())
         else:
-            self.metadata.elect_self_leader_everywhere()
+            self.metadata_store.elect_self_leader_everywhere()
         load_dynamic_broker_configs(self)  # dynamic broker configs apply before partitions open
         await asyncio.to_thread(self.replica_manager.open_assigned)
         # From here every change is applied as it comes; then everything the image has now.
@@ -159,7 +172,7 @@ class Broker:
         log.info("log_recovery_finished", partitions=len(self.replica_manager.partitions),
                  seconds=round(time.monotonic() - started, 3))
         if self.clustered:  # ready to lead: registered until now, but fenced (as KRaft's)
-            await self.metadata.unfence()
+            await self.metadata_store.unfence()
         await self.producer_ids.start()
         from coordinator.group.coordinator import GroupCoordinator
 
@@ -177,7 +190,7 @@ class Broker:
         self.replica_manager.on_leader.append(self._coordinators_elected)
         self.replica_manager.on_follower.append(self._coordinators_resigned)
         if self.clustered:
-            self.controller = Controller(self.metadata, self.config)
+            self.controller = Controller(self.metadata, self.metadata_store, self.config)
             self.metadata.broker_listeners.append(self.controller.wake)
             self.controller.start()
         await self._bind_listeners()
@@ -234,7 +247,7 @@ class Broker:
                 self.advertised[spec.name] = (host, self.servers[spec.name].sockets[0].getsockname()[1])
         self.host, self.port = self.advertised[self.inter_broker_listener]
         if not self.clustered:
-            self.metadata.register_self(self._registration())
+            self.metadata_store.register_self(self._registration())
 
     def _listener_security(self, listener: str) -> ListenerSecurity:
         protocol = self.config.security_protocol(listener)
@@ -278,45 +291,50 @@ class Broker:
         """Register under a lease and load the current image; replication starts with it."""
         if any(port == 0 for _, port in self.advertised.values()):
             raise SystemExit("a clustered broker needs a fixed port in listeners/advertised.listeners")
+        store = self.metadata_store
         try:
-            self.metadata.client.security.check()
+            store.client.security.check()
         except (ValueError, OSError) as exc:
             raise SystemExit(f"etcd security settings: {exc}") from None
         try:
-            await self.metadata.start(registration, predecessor=self.log_manager.previous_owner)
+            await store.start(registration, predecessor=self.log_manager.previous_owner)
         except RegistrationConflict as exc:
             raise SystemExit(str(exc)) from None
-        except (OSError, *ETCD_ERRORS) as exc:
+        except (OSError, *STORE_ERRORS) as exc:
             raise SystemExit(f"cannot reach etcd at {self.config['metadata.etcd.endpoints']}: {exc!r}") from None
-        self.metrics.etcd_connected.set(1)
-        await self._fence_previous_life()
+        self.metrics.set_store_connected(True)
+        self.metrics.store_member_switched(None, store.client.address)
+        store.client.on_switch = self.metrics.store_member_switched
+        await self.control.replication.fence_previous_life(self.node_id)
         self.replica_manager.fetchers = ReplicaFetcherManager(
             self.node_id, self.metadata.endpoint, self.config, self._replica_fetched,
             broker_epoch=lambda: self.metadata.broker_epoch(self.node_id))
         log.info("cluster_joined", node_id=self.node_id, cluster_id=self.metadata.cluster_id,
                  brokers=self.metadata.live_broker_ids(), controller=self.metadata.controller_id,
-                 revision=self.metadata.revision)
+                 revision=self.metadata.applied_offset, etcd_member=store.client.address)
 
-    async def _fence_previous_life(self) -> None:
-        """Before serving, leave every ISR (and hand over leaderships) this node.id held in a
-        previous life: its log may be behind or gone (an empty data directory)."""
-        for _attempt in range(10):  # a refused compare-and-swap means the state moved: look again
-            live = {n for n, b in self.metadata.brokers.items() if not b.controlled_shutdown}
-            changes = []
-            for topic in self.metadata.topics.values():
-                for index, state in enumerate(topic.partitions):
-                    new = fence_restarted(state, self.node_id, live)
-                    if new is not None:
-                        changes.append((topic.name, index, new, state.mod_revision))
-            if not changes:
-                return
-            written = await self.metadata.alter_partitions(changes, wait=True)
-            log.info("previous_registration_fenced", partitions=len(written),
-                     refused=len(changes) - len(written))
-            if len(written) == len(changes):
-                return
-            await asyncio.sleep(0.1)
-        raise SystemExit("could not leave the ISRs of this node's previous registration; retry the start")
+    def _log_dir_failed(self, log_dir: str, reason: str) -> None:
+        """A storage error took the log directory offline (from whichever thread hit it). With
+        no directory left, the broker halts as Kafka's does: its session ends first, so the
+        controller moves its leaderships now rather than a session timeout later."""
+        if self._loop is None or self._halting:
+            return
+        self._halting = True
+        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(self._halt(log_dir, reason)))
+
+    async def _halt(self, log_dir: str, reason: str) -> None:
+        log.critical("broker_halting", node_id=self.node_id, log_dir=log_dir, reason=reason,
+                     note="every log directory is offline; the broker's session ends and it exits")
+        for server in self.servers.values():
+            server.close()
+        if self.clustered:
+            try:
+                await asyncio.wait_for(self.metadata_store.end_session(), HALT_SESSION_END_S)
+            except Exception as exc:  # the session then times out
+                log.warning("session_end_failed", error=repr(exc)[:200])
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(1)  # Kafka's Exit.halt: no clean shutdown, the logs are recovered at the next start
 
     def _on_metadata_change(self, partitions: set, deleted_topics: set) -> None:
         self.replica_manager.apply_delta(partitions, deleted_topics)
@@ -391,12 +409,12 @@ class Broker:
 
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move leadership away, then wait (bounded) until it has."""
-        if not self.clustered or not self.config["controlled.shutdown.enable"] or not self.metadata.connected:
+        if not self.clustered or not self.config["controlled.shutdown.enable"] or not self.metadata_store.connected:
             return
         started = time.monotonic()
         timeout = self.config["controlled.shutdown.timeout.ms"] / 1000
         try:
-            await asyncio.wait_for(self.metadata.update_registration(controlled_shutdown=True), 5)
+            await asyncio.wait_for(self.metadata_store.update_registration(controlled_shutdown=True), 5)
         except Exception as exc:
             log.warning("controlled_shutdown_failed", error=repr(exc))
             return
@@ -493,7 +511,7 @@ class Broker:
         if self.replica_manager.fetchers is not None:
             await self._stop_step("replica_fetchers", self.replica_manager.fetchers.stop())
         if self.clustered:
-            await self._stop_step("metadata_store", self.metadata.stop())
+            await self._stop_step("metadata_store", self.metadata_store.stop())
         await asyncio.to_thread(self.log_manager.close)
         log.info("broker_stopped")
 

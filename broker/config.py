@@ -82,6 +82,17 @@ def between(lo, hi):
     return (lambda v: v is None or lo <= v <= hi), f"must be in [{lo}, {hi}]"
 
 
+def _etcd_endpoints(value: str) -> bool:
+    if not value.strip():
+        return True
+    from metadata.etcd.client import parse_endpoints
+    try:
+        parse_endpoints(value)
+    except ValueError:
+        return False
+    return True
+
+
 def one_of(*values):
     return (lambda v: v in values), "must be one of " + ", ".join(values)
 
@@ -101,7 +112,9 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     # seconds, at least 2), KRaft's time for voters to notice a missing leader.
     _k("controller.quorum.fetch.timeout.ms", int, 2000, *at_least(1)),
     _k("process.roles", str, None, ignored=True),
-    _k("log.dirs", str, None),
+    # One directory: a broker keeps its logs in one (JBOD is not supported); more is refused.
+    _k("log.dirs", str, None, lambda v: len(_list(v)) <= 1,
+       "must name one directory (a kbroker broker keeps its logs in one; JBOD is not supported)"),
     _k("log.dir", str, "kbroker-data"),
     _k("num.partitions", int, 1, *at_least(1)),
     _k("default.replication.factor", int, 1, *at_least(1)),
@@ -150,11 +163,14 @@ KEYS: dict[str, Key] = {k.name: k for k in [
     _k("controlled.shutdown.timeout.ms", int, 30000, *at_least(0)),
     _k("auto.leader.rebalance.enable", _bool, True),
     _k("leader.imbalance.check.interval.seconds", int, 300, *at_least(0)),
-    # The cluster's metadata store: empty runs the embedded single-node store (no etcd).
-    _k("metadata.etcd.endpoints", str, ""),
+    # The cluster's metadata store: empty runs the embedded single-node store (no etcd); else
+    # every etcd member's host:port (metadata/etcd/client.py fails over between them), and how
+    # often the member list is read again so that members added later are used.
+    _k("metadata.etcd.endpoints", str, "", _etcd_endpoints, "must be host:port[,host:port...]"),
+    _k("metadata.etcd.endpoint.sync.interval.ms", int, 30000, *at_least(0)),
     _k("metadata.etcd.prefix", str, "/kbroker"),
     # etcd over TLS (the CA of its server certificate; a client certificate for --client-cert-auth)
-    # and etcd's own users (coordinator/controller/etcd_client.py).
+    # and etcd's own users (metadata/etcd/client.py).
     _k("metadata.etcd.tls.ca.file", str, ""),
     _k("metadata.etcd.tls.cert.file", str, ""),
     _k("metadata.etcd.tls.key.file", str, ""),

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from coordinator.group import group_config
+from metadata.controller.replication import validate_topic_name
 from protocol.errors import ErrorCode, KafkaError
 from security.ssl_factory import SslConfigError, dynamic_store_listener
 from storage.checkpoint import write_atomically
@@ -60,10 +61,9 @@ from .config import (
     type_name,
 )
 from .dynamic_config_keys import KAFKA_DYNAMIC_CONFIGS
-from .replica_manager import validate_topic_name
 
 if TYPE_CHECKING:
-    from coordinator.controller.store import TopicState
+    from metadata.records import TopicState
 
     from .services import BrokerServices
 
@@ -283,7 +283,7 @@ async def apply_topic_overrides(broker: BrokerServices, name: str, overrides: di
     if name not in broker.metadata.topics:
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
     if not validate_only and overrides != broker.metadata.topics[name].configs:
-        await broker.replica_manager.alter_topic_configs(name, overrides)
+        await broker.control.replication.alter_topic_configs(name, overrides)
         log.info("topic_configs_altered", topic=name, configs=overrides)
 
 
@@ -359,14 +359,8 @@ def validated_group_overrides(broker: BrokerServices, overrides: dict[str, str])
 
 async def apply_group_overrides(broker: BrokerServices, group_id: str, overrides: dict[str, str],
                                 validate_only: bool) -> None:
-    metadata = broker.metadata
-    if validate_only or overrides == metadata.group_configs.get(group_id, {}):
-        return
-    if metadata.clustered:
-        await metadata.set_group_configs(group_id, overrides)
-    else:
-        metadata.set_group_configs(group_id, overrides)
-    log.info("group_configs_altered", group=group_id, configs=overrides)
+    if not validate_only and await broker.control.configs.set_group_configs(group_id, overrides):
+        log.info("group_configs_altered", group=group_id, configs=overrides)
 
 
 def describe_group(broker: BrokerServices, group_id: str, keys, include_synonyms: bool,

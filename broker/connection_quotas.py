@@ -42,7 +42,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from coordinator.controller.client_quotas import IP, entity_key, entity_of
+from metadata.controller.client_quotas import IP, entity_key, entity_of
 
 from .config import listener_limit_key, parse_overrides_setting
 from .quotas import WINDOW_S, Sensor, throttle_s

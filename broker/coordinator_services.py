@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from coordinator.controller.etcd_store import ETCD_ERRORS
 from coordinator.group.group_config import config_value
+from metadata.etcd.store import STORE_ERRORS
 from protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class BrokerCoordinatorServices:
                               replication_factor: int) -> int:
         """The internal topic's partition count, creating it on first use; raises KafkaError
         (COORDINATOR_NOT_AVAILABLE while a cluster creates it)."""
-        topic = self.broker.replica_manager.ensure_internal_topic(name, partitions, configs, replication_factor)
+        topic = self.broker.control.replication.ensure_internal_topic(name, partitions, configs, replication_factor)
         return len(topic.partitions)
 
     async def append(self, topic: str, partition: int, records: bytes, timeout_ms: int) -> int:
@@ -110,8 +110,8 @@ class BrokerCoordinatorServices:
 
     async def catch_up_group_config(self, group_id: str) -> None:
         try:
-            await self.broker.metadata.catch_up_group_config(group_id)
-        except (KafkaError, *ETCD_ERRORS, TimeoutError) as exc:  # the image as it is, then
+            await self.broker.control.configs.catch_up_group_config(group_id)
+        except (KafkaError, *STORE_ERRORS, TimeoutError) as exc:  # the image as it is, then
             log.info("group_config_catch_up_failed", group=group_id, error=repr(exc)[:200])
 
     def leader_log(self, topic: str, partition: int) -> Log:

@@ -63,9 +63,17 @@ class Metrics:
         self.txn_events = Counter("kbroker_transaction_coordinator_events",
                                   "Fences, forced aborts, id expiries and producer-id rotations, by reason",
                                   ["event", "reason"], registry=r)
-        self.etcd_connected = Gauge("kbroker_metadata_store_connected",
-                                    "1 while the cluster's etcd is reachable (always 1 embedded)", registry=r)
-        self.etcd_connected.set(1)
+        # The metadata store: reachable (under its older name too, for dashboards made before it
+        # was etcd's), how often the client moved to another etcd member, and the one it uses.
+        self._store_connected = [Gauge(name, "1 while the cluster's etcd has a member with a quorum that answers "
+                                             "this broker (always 1 embedded)", registry=r)
+                                 for name in ("kbroker_etcd_connected", "kbroker_metadata_store_connected")]
+        self.set_store_connected(True)
+        self.etcd_member_switches = Counter("kbroker_etcd_member_switches",
+                                            "Times the etcd client moved to another member (a member failed, "
+                                            "lost its quorum or left)", registry=r)
+        self.etcd_member = Gauge("kbroker_etcd_member_in_use", "1 for the etcd member this broker talks to",
+                                 ["endpoint"], registry=r)
         self.under_replicated = Gauge("kafka_server_replicamanager_underreplicatedpartitions",
                                       "Partitions led here whose ISR is smaller than their replica set",
                                       registry=r)
@@ -85,6 +93,16 @@ class Metrics:
                                             ["kind"], registry=r)
         self.fetch_session_evictions = Gauge("kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
                                              "Fetch sessions evicted to make room, since start", registry=r)
+
+    def set_store_connected(self, connected: bool) -> None:
+        for gauge in self._store_connected:
+            gauge.set(1 if connected else 0)
+
+    def store_member_switched(self, previous: str | None, now: str) -> None:
+        if previous is not None:
+            self.etcd_member.labels(previous).set(0)
+            self.etcd_member_switches.inc()
+        self.etcd_member.labels(now).set(1)
 
     def watch_partitions(self, partitions: Callable[[], Mapping[tuple[str, int], Any]]) -> None:
         """Per-partition log offsets, read from ``partitions`` ({(topic, index): Partition}) when

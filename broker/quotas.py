@@ -63,7 +63,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
-from coordinator.controller.client_quotas import CLIENT_ID, USER, entity_key, entity_of
+from metadata.controller.client_quotas import CLIENT_ID, USER, entity_key, entity_of
 
 PRODUCE, FETCH = "producer_byte_rate", "consumer_byte_rate"
 REQUEST = "request_percentage"

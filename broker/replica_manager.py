@@ -5,9 +5,10 @@ changes as Kafka's ``ReplicaManager.applyDelta`` does (make_leader: stop fetchin
 leader-epoch cache, coordinator election hooks; make_follower: start fetching from the leader,
 resignation hooks; a replica no longer assigned here: stop and delete); acks (0/1 answer after
 the leader append, all waits in the delayed-produce purgatory); ISR changes proposed by leaders
-(expand when a follower catches up, shrink after ``replica.lag.time.max.ms``); topic
-creation/deletion/growth through the controller module; the flush policy (group commit: one
-fsync covers every append queued behind it); waking long-poll fetches.
+(expand when a follower catches up, shrink after ``replica.lag.time.max.ms``); opening the logs
+of new topics (a single broker's, off the event loop) and deleting those of deleted ones; the
+flush policy (group commit: one fsync covers every append queued behind it); waking long-poll
+fetches. Topic administration itself is the controller's (``metadata.controller.replication``).
 
 Start-up never deletes a partition directory on a metadata image that may lag: embedded, the
 file store is the authority; clustered, only after a fresh read of the current assignment.
@@ -20,17 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import NamedTuple
 
 import structlog
 
-from coordinator.controller.controller import assign_replicas
-from coordinator.controller.metadata import NO_LEADER, MetadataCache, TopicState
+from metadata.controller.replication import INTERNAL_TOPICS
+from metadata.image import MetadataCache
+from metadata.records import NO_LEADER, TopicState
 from protocol import records as rb
 from protocol.errors import ErrorCode, KafkaError
 from storage.log import AppendInfo, Log, LogConfig
@@ -44,38 +44,13 @@ NEW_LOGS_PER_TASK = 256  # a CreateTopics' new logs are made in tasks of this ma
 
 log = structlog.get_logger("broker.replica_manager")
 
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
-_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_TOPIC_NAME = 249
-
-
-def validate_topic_name(name: str) -> None:
-    if not name or name in (".", "..") or len(name) > MAX_TOPIC_NAME or not _LEGAL_TOPIC.match(name):
-        raise KafkaError(ErrorCode.invalid_topic_exception,
-                         f"Topic name {name!r} is illegal: it must be 1-249 characters of "
-                         f"[a-zA-Z0-9._-] and not '.' or '..'")
-
-
-def _log_created(topics: list[TopicState]) -> None:
-    for topic in topics:
-        log.info("topic_created", topic=topic.name, partitions=len(topic.partitions),
-                 topic_id=topic.topic_id, configs=topic.configs)
-
-
-class TopicCreation(NamedTuple):
-    """One topic of a CreateTopics request, validated: what to create."""
-    name: str
-    num_partitions: int
-    replication_factor: int
-    configs: dict[str, str]
-    assignment: list[list[int]] | None = None
-
 
 class ReplicaManager:
-    def __init__(self, config, metadata: MetadataCache, log_manager: LogManager, metrics,
+    def __init__(self, config, metadata: MetadataCache, store, log_manager: LogManager, metrics,
                  node_id: int) -> None:
         self.config = config
         self.metadata = metadata
+        self.store = store  # ISR changes are written to it (a leader's AlterPartition)
         self.log_manager = log_manager
         self.metrics = metrics
         self.node_id = node_id
@@ -89,9 +64,7 @@ class ReplicaManager:
         # Coordinator hooks: (topic, partition, leader_epoch) on becoming leader / follower.
         self.on_leader: list[Callable[[str, int, int], None]] = []
         self.on_follower: list[Callable[[str, int, int], None]] = []
-        self._background: set[asyncio.Task] = set()  # ISR writes, internal-topic creation
-        self._creating: set[str] = set()
-        self._topic_admin_lock = asyncio.Lock()  # embedded store: CreateTopics / DeleteTopics in turn
+        self._background: set[asyncio.Task] = set()  # ISR writes
 
     @property
     def clustered(self) -> bool:
@@ -251,60 +224,9 @@ class ReplicaManager:
             self.log_manager.delete_log(part.topic, part.index)
             log.info("replica_deleted", topic=part.topic, partition=part.index)
 
-    # --- topic admin (through the controller's assignment) --------------------------------------
+    # --- replicas of new and deleted topics (a single broker's embedded store) --------------------
 
-    def create_topic(self, name: str, num_partitions: int, configs: dict[str, str]) -> TopicState:
-        """Embedded store: create and open at once (synchronous, one replica)."""
-        return self.create_topics([TopicCreation(name, num_partitions, 1, configs)])[0]
-
-    def create_topics(self, creations: list[TopicCreation]) -> list[TopicState]:
-        """Embedded store: the topics in one metadata record, as KRaft writes one CreateTopics
-        in one batch (one fsync, not one per topic), then their logs opened."""
-        for c in creations:
-            self._check_creatable(c.name)
-        topics = self.metadata.create_topics([(c.name, c.num_partitions, c.configs) for c in creations])
-        for topic in topics:
-            cfg = self._log_config(topic.name, topic.configs)
-            for i in range(len(topic.partitions)):
-                self._open_partition(topic, i, cfg)
-        self.apply_delta({(t.name, i) for t in topics for i in range(len(t.partitions))}, set())
-        _log_created(topics)
-        return topics
-
-    async def create_topics_replicated(self, creations: list[TopicCreation]) -> dict[str, TopicState | KafkaError]:
-        """CreateTopics: each topic created or its error. The embedded store takes the topics
-        that pass its checks in one record and makes their logs off the event loop; a
-        cluster's are created one by one (each broker opens its replicas from the watch)."""
-        out: dict[str, TopicState | KafkaError] = {}
-        if self.clustered:
-            for c in creations:
-                try:
-                    out[c.name] = await self.create_topic_replicated(*c)
-                except KafkaError as exc:
-                    out[c.name] = exc
-            return out
-        async with self._topic_admin_lock:
-            batch = []
-            for c in creations:
-                try:
-                    self._check_single_replica(c.replication_factor, c.assignment)
-                    self._check_creatable(c.name)  # again: another request may have created it meanwhile
-                    batch.append(c)
-                except KafkaError as exc:
-                    out[c.name] = exc
-            topics = self.metadata.create_topics([(c.name, c.num_partitions, c.configs) for c in batch])
-            # Shielded: the topics are in the metadata now, so their partitions are added even
-            # if this request is cancelled (a vanished client), or they would stay unserved.
-            await asyncio.shield(self._open_new_logs(topics))
-        out.update((t.name, t) for t in topics)
-        return out
-
-    def _check_creatable(self, name: str) -> None:
-        validate_topic_name(name)
-        if name in self.metadata.topics:
-            raise KafkaError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
-
-    async def _open_new_logs(self, topics: list[TopicState]) -> None:
+    async def host_new_topics(self, topics: list[TopicState]) -> None:
         """Make the new topics' logs on ``num.recovery.threads.per.data.dir`` threads (a
         CreateTopics of thousands of partitions held the event loop for seconds, every other
         client waiting), then add their partitions on the loop. Meanwhile the topics are in
@@ -330,118 +252,28 @@ class ReplicaManager:
                 self._add_partition(topic, i, plog)
                 changed.add((topic.name, i))
         self.apply_delta(changed, set())
-        _log_created(topics)
+        for topic in topics:
+            log.info("topic_created", topic=topic.name, partitions=len(topic.partitions),
+                     topic_id=topic.topic_id, configs=topic.configs)
 
     def _open_logs(self, chunk: list[tuple[TopicState, int, LogConfig]]) -> list[Log]:
         return [self._open_log(topic, i, cfg) for topic, i, cfg in chunk]
 
-    @staticmethod
-    def _check_single_replica(replication_factor: int, assignment: list[list[int]] | None) -> None:
-        if replication_factor > 1 or (assignment and any(len(r) > 1 for r in assignment)):
-            raise KafkaError(ErrorCode.invalid_replication_factor,
-                             f"Replication factor: {replication_factor} larger than available brokers: 1.")
+    def host_new_partitions(self, name: str, before: int) -> None:
+        """The partitions of ``name`` from ``before`` on are new: open them here and take them up."""
+        topic = self.metadata.topics[name]
+        cfg = self._log_config(name, topic.configs)
+        for i in range(before, len(topic.partitions)):
+            self._open_partition(topic, i, cfg)
+        self.apply_delta({(name, i) for i in range(before, len(topic.partitions))}, set())
 
-    async def create_topic_replicated(self, name: str, num_partitions: int, replication_factor: int,
-                                      configs: dict[str, str],
-                                      assignment: list[list[int]] | None = None) -> TopicState:
-        """CreateTopics/auto-create: the embedded store, or the cluster's with RF checks."""
-        if not self.clustered:
-            self._check_single_replica(replication_factor, assignment)
-            return self.create_topic(name, num_partitions, configs)
-        self._check_creatable(name)
-        if assignment is None:
-            assignment = self._assign(num_partitions, replication_factor)
-        else:
-            self._check_assignment(assignment)
-        topic = await self.metadata.create_topic(name, assignment, configs)
-        log.info("topic_created", topic=name, partitions=num_partitions, topic_id=topic.topic_id,
-                 replication_factor=len(assignment[0]) if assignment else 0, configs=configs)
-        return topic
-
-    def _assign(self, num_partitions: int, replication_factor: int, start_partition: int = 0) -> list[list[int]]:
-        """On the unfenced brokers, fenced ones added last if the factor needs them (KRaft's placer)."""
-        racks = self.metadata.placement_racks()
-        return assign_replicas(num_partitions, replication_factor, racks, start_partition=start_partition,
-                               fenced=set(racks) - self.metadata.active_broker_ids())
-
-    def _check_assignment(self, assignment: list[list[int]], first_partition: int = 0) -> None:
-        registered, active = set(self.metadata.registered), self.metadata.active_broker_ids()
-        for index, replicas in enumerate(assignment, start=first_partition):
-            if not replicas or len(set(replicas)) != len(replicas):
-                raise KafkaError(ErrorCode.invalid_replica_assignment, f"Duplicate or empty replicas {replicas}")
-            if not set(replicas) <= registered:
-                raise KafkaError(ErrorCode.broker_not_available,
-                                 f"Replica assignment {replicas} names brokers that are not registered")
-            if not set(replicas) & active:
-                raise KafkaError(ErrorCode.invalid_replica_assignment,
-                                 f"All brokers specified in the manual partition assignment for partition "
-                                 f"{index} are fenced or in controlled shutdown.")
-
-    def delete_topic(self, name: str) -> None:
-        self.delete_topics([name])
-
-    def delete_topics(self, names: list[str]) -> None:
-        """Embedded store: the topics out of the metadata in one record, then their replicas."""
-        for topic in self.metadata.delete_topics(names):
+    def drop_topics(self, topics: list[TopicState]) -> None:
+        """These topics are gone from the metadata: delete their replicas here."""
+        for topic in topics:
             for i in range(len(topic.partitions)):
                 part = self.partitions.get((topic.name, i))
                 if part is not None:
                     self._remove_partition(part, delete=True)
-            log.info("topic_deleted", topic=topic.name, topic_id=topic.topic_id)
-
-    async def delete_topics_replicated(self, names: list[str]) -> dict[str, KafkaError]:
-        """DeleteTopics: the errors of the topics not deleted (the embedded store deletes them
-        all in one record; a cluster's one by one)."""
-        if not self.clustered:
-            async with self._topic_admin_lock:  # after any CreateTopics still making its logs
-                self.delete_topics([n for n in names if n in self.metadata.topics])
-            return {}
-        errors = {}
-        for name in names:
-            try:
-                await self.delete_topic_replicated(name)
-            except KafkaError as exc:
-                errors[name] = exc
-        return errors
-
-    async def delete_topic_replicated(self, name: str) -> None:
-        if not self.clustered:
-            self.delete_topic(name)
-            return
-        topic = await self.metadata.delete_topic(name)
-        log.info("topic_deleted", topic=name, topic_id=topic.topic_id)
-
-    def add_partitions(self, name: str, total: int) -> None:
-        before = len(self.metadata.topics[name].partitions)
-        self.metadata.add_partitions(name, total)
-        topic = self.metadata.topics[name]
-        for i in range(before, total):
-            self._open_partition(topic, i)
-        self.apply_delta({(name, i) for i in range(before, total)}, set())
-        log.info("partitions_created", topic=name, before=before, after=total)
-
-    async def add_partitions_replicated(self, name: str, total: int,
-                                        assignment: list[list[int]] | None = None) -> None:
-        if not self.clustered:
-            self.add_partitions(name, total)
-            return
-        topic = self.metadata.topics[name]
-        before = len(topic.partitions)
-        rf = len(topic.partitions[0].replicas) if topic.partitions else 1
-        if assignment is None:
-            assignment = self._assign(total - before, rf, start_partition=before)
-        else:
-            self._check_assignment(assignment, first_partition=before)
-        await self.metadata.add_partitions(name, assignment)
-        log.info("partitions_created", topic=name, before=before, after=total)
-
-    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        """Store the topic's overrides (clustered: once etcd has them, every broker applies them)."""
-        if self.clustered:
-            await self.metadata.set_topic_configs(name, configs)
-        else:
-            self.metadata.set_topic_configs(name, configs)
-        self.apply_topic_configs(name, configs)
 
     def apply_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         topic = self.metadata.topics[name]
@@ -452,31 +284,6 @@ class ReplicaManager:
                 part.log.config = cfg
                 self._watch_flush(part.log)
                 part.maybe_increment_high_watermark()  # a lowered min.insync.replicas frees it
-    def ensure_internal_topic(self, name: str, num_partitions: int, configs: dict[str, str],
-                              replication_factor: int = 1) -> TopicState:
-        """The internal topic, created on first use. Clustered, creation is asynchronous and
-        COORDINATOR_NOT_AVAILABLE is raised until it is in the metadata (as Kafka answers)."""
-        topic = self.metadata.topics.get(name)
-        if topic is not None:
-            return topic
-        if not self.clustered:
-            return self.create_topic(name, num_partitions, configs)
-        if name not in self._creating:
-            self._creating.add(name)
-            task = asyncio.get_running_loop().create_task(
-                self._create_internal(name, num_partitions, replication_factor, configs))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-        raise KafkaError(ErrorCode.coordinator_not_available, f"{name} is being created")
-
-    async def _create_internal(self, name: str, n: int, rf: int, configs: dict[str, str]) -> None:
-        try:
-            await self.create_topic_replicated(name, n, rf, configs)
-        except KafkaError as exc:
-            if exc.code != ErrorCode.topic_already_exists:
-                log.warning("internal_topic_create_failed", topic=name, error=exc.message or exc.code.name)
-        finally:
-            self._creating.discard(name)
 
     # --- produce --------------------------------------------------------------------------------
 
@@ -645,8 +452,8 @@ class ReplicaManager:
                 return
             new = replace(state, isr=proposed, partition_epoch=state.partition_epoch + 1)
             epochs = {r: e for r, e in joining.items() if e != -1 and r in proposed}
-            written = await self.metadata.alter_partitions([(part.topic, part.index, new, state.mod_revision)],
-                                                           broker_epochs=epochs)
+            written = await self.store.alter_partitions([(part.topic, part.index, new, state.mod_revision)],
+                                                        broker_epochs=epochs)
             log.info("isr_changed" if written else "isr_change_refused", topic=part.topic,
                      partition=part.index, isr=proposed, before=state.isr, reason=reason,
                      leader_epoch=part.leader_epoch)

@@ -11,14 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from coordinator.controller.metadata import MetadataCache
-    from coordinator.controller.producer_ids import ProducerIdManager
     from coordinator.group.coordinator import GroupCoordinator
     from coordinator.share.admin import ShareGroupOffsets
     from coordinator.share.manager import SharePartitionManager
     from coordinator.share.membership import ShareGroupCoordinator
     from coordinator.share.persister import ShareCoordinator
     from coordinator.transaction.coordinator import TransactionCoordinator
+    from metadata.controller.managers import ControlManagers
+    from metadata.controller.producer_ids import ProducerIdManager
+    from metadata.image import MetadataCache
     from security.authorizer import StandardAuthorizer
 
     from .config import BrokerConfig
@@ -45,7 +46,8 @@ class BrokerServices(Protocol):
     clustered: bool
     config: BrokerConfig
     metrics: Metrics
-    metadata: MetadataCache
+    metadata: MetadataCache  # the image: read synchronously
+    control: ControlManagers  # metadata changes: topics, configs, ACLs, SCRAM, quotas, features
     replica_manager: ReplicaManager
     producer_ids: ProducerIdManager
     group_coordinator: GroupCoordinator

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from coordinator.controller.features import TRANSACTION_VERSION, effective_levels
 from coordinator.runtime import fault_points
+from metadata.controller.features import TRANSACTION_VERSION, effective_levels
 
 from .coordinator_services import BrokerCoordinatorServices
 from .network_client import NetworkClient

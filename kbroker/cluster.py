@@ -72,9 +72,14 @@ class EmbeddedCluster(TopicAdmin):
         return node.proc.pid if node.alive else None
 
     @property
-    def etcd_pid(self) -> int | None:
-        etcd = self._cluster.etcd
-        return etcd.pid if etcd is not None and etcd.poll() is None else None
+    def etcd_pids(self) -> dict[int, int]:
+        """The pid of each running etcd member, by member id (one member beside each node)."""
+        return {i: m.proc.pid for i, m in self._cluster.etcd_members.items() if m.alive}
+
+    @property
+    def etcd_endpoints(self) -> str:
+        """Every etcd member's client address (``metadata.etcd.endpoints``)."""
+        return self._cluster.etcd_endpoints
 
     def alive(self, node_id: int) -> bool:
         return self._cluster.node(node_id).alive

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-APP_PACKAGES = ("protocol", "storage", "coordinator", "security", "broker", "tools", "pipeline")
+APP_PACKAGES = ("protocol", "storage", "metadata", "coordinator", "security", "broker", "tools", "pipeline")
 
 
 def app_root() -> Path:

@@ -16,6 +16,7 @@ import bisect
 import os
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import structlog
@@ -25,6 +26,7 @@ from protocol.errors import ErrorCode, KafkaError
 
 from .cleaner import complete_interrupted_swaps
 from .leader_epoch import LeaderEpochCache
+from .log_dir_failure import storage_operation
 from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from .segment import Segment
 from .txn_index import AbortedTxn, AbortedTxnList, append_entry, read_index, rewrite_index
@@ -130,6 +132,10 @@ class Log:
         # Where the first append after a flush announces this log (the replica manager's flush
         # pass watches only these), or None.
         self.flush_watch: set[Log] | None = None
+        # Storage errors (log_dir_failure): (directory, reason) once its directory is offline,
+        # and what an OSError of this log's I/O becomes (set by the log manager that owns it).
+        self.offline: tuple[str, str] | None = None
+        self.on_storage_error: Callable[[str, OSError], Exception] | None = None
 
     # --- opening ------------------------------------------------------------------------------
 
@@ -351,6 +357,7 @@ class Log:
                     "Producer should not set timestamp type to LogAppendTime.")
         return None
 
+    @storage_operation("append")
     def append_as_leader(self, data: bytes, leader_epoch: int, *, client: bool = True,
                          now_ms: int | None = None) -> AppendInfo:
         """Validate, assign offsets and append one produce payload (one or more batches).
@@ -404,6 +411,7 @@ class Log:
             count += header.record_count
         return AppendInfo(first_offset, offset - 1, log_append_time, self.log_start_offset, count)
 
+    @storage_operation("append")
     def append_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                       commit: bool, leader_epoch: int, now_ms: int | None = None,
                       transaction_version: int = 0) -> AppendInfo:
@@ -433,6 +441,7 @@ class Log:
             self.producer_state.on_completed(completed, self._high_watermark)
         return AppendInfo(offset, offset, -1, self.log_start_offset, 1)
 
+    @storage_operation("append")
     def append_as_follower(self, data: bytes) -> None:
         """Append batches that already carry offsets (replication, or the cleaner's rewrite)."""
         buf = memoryview(data)
@@ -479,6 +488,7 @@ class Log:
                 or seg.time_waited_for_roll(now_ms, max_ts) >= self.config.segment_ms):
             self.roll()
 
+    @storage_operation("segment roll")
     def roll(self) -> Segment:
         """Start a new active segment at the log end offset; snapshot producer state there."""
         new_base = self.log_end_offset
@@ -491,6 +501,7 @@ class Log:
         log.info("segment_rolled", topic=self.topic, partition=self.partition, base_offset=new_base)
         return seg
 
+    @storage_operation("flush")
     def flush(self, fsync: bool = True) -> int:
         """fsync every dirty segment (or, without ``fsync``, leave that to a sync of the file
         system that the caller does next); the recovery point moves to the log end offset."""
@@ -510,6 +521,7 @@ class Log:
 
     # --- reading ------------------------------------------------------------------------------
 
+    @storage_operation("read")
     def read(self, offset: int, max_bytes: int, max_offset: int, min_one: bool = True) -> bytes:
         """Batches from ``offset`` up to ``max_offset`` (exclusive); raises OFFSET_OUT_OF_RANGE."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
@@ -585,6 +597,7 @@ class Log:
 
     # --- truncation, retention, deletion --------------------------------------------------------
 
+    @storage_operation("truncation")
     def truncate_to(self, offset: int) -> None:
         """Remove everything at or above ``offset`` (a batch boundary)."""
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
@@ -601,6 +614,7 @@ class Log:
         self.producer_state.truncate_and_reload()
         self._rebuild_producer_state()
 
+    @storage_operation("truncation")
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset`` (a follower below the leader's log start)."""
         for seg in self.segments:
@@ -613,6 +627,7 @@ class Log:
         self.producer_state.truncate_and_reload()
         self._rebuild_producer_state()
 
+    @storage_operation("deletion")
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance the log start offset; whole segments below it are removed."""
         if offset > self.high_watermark:
@@ -623,6 +638,7 @@ class Log:
         self._delete_segments_below_start()
         return self.log_start_offset
 
+    @storage_operation("deletion")
     def maybe_increment_log_start_offset(self, offset: int) -> None:
         """A follower follows its leader's log start offset (DeleteRecords, retention)."""
         offset = min(offset, self.log_end_offset)
@@ -643,6 +659,7 @@ class Log:
                  base_offset=seg.base_offset, reason=reason)
         seg.delete()
 
+    @storage_operation("retention")
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete segments past ``retention.ms`` / ``retention.bytes``; returns how many."""
         if not self.config.delete:

@@ -8,8 +8,13 @@ so a second broker on the same directory refuses to start instead of sharing it.
 names its holder (pid and an owner string, the broker's incarnation id); whoever takes the lock
 next learns who had it last, and that it is gone: the lock goes with its process, even on kill -9.
 
-Differs from Kafka: one log directory is used (the first of ``log.dirs``); a deleted
-partition's directory is renamed ``<topic>-<p>.<uuid>-delete`` and removed in the background.
+A storage error in the directory (an OSError of a log's I/O, a checkpoint, a new partition's
+directory) takes it offline through the failure channel (:mod:`.log_dir_failure`): every log in
+it refuses further I/O with KAFKA_STORAGE_ERROR.
+
+Differs from Kafka: one log directory per broker (``log.dirs`` names one; JBOD is not
+supported); a deleted partition's directory is renamed ``<topic>-<p>.<uuid>-delete`` and
+removed in the background.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import structlog
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .log import Log, LogConfig
+from .log_dir_failure import LogDirFailureChannel
 
 log = structlog.get_logger("storage.log_manager")
 
@@ -81,8 +87,11 @@ def lock_log_dir(log_dir: str, owner: str = "") -> tuple[int, str]:
 
 
 class LogManager:
-    def __init__(self, log_dir: str, replicated: bool = False, owner: str = "") -> None:
+    def __init__(self, log_dir: str, replicated: bool = False, owner: str = "",
+                 failure: LogDirFailureChannel | None = None) -> None:
         self.log_dir = log_dir
+        self.failure = failure or LogDirFailureChannel()
+        self.failure.listeners.insert(0, self._taken_offline)
         # Replicated: the high watermark is what the checkpoint says, not the log end offset.
         self.replicated = replicated
         os.makedirs(log_dir, exist_ok=True)
@@ -105,6 +114,28 @@ class LogManager:
     def _path(self, name: str) -> str:
         return os.path.join(self.log_dir, name)
 
+    # --- a failed directory ----------------------------------------------------------------------
+
+    @property
+    def offline(self) -> bool:
+        return self.failure.is_offline(self.log_dir)
+
+    def storage_failed(self, operation: str, exc: OSError) -> Exception:
+        """An OSError of this directory's I/O: the directory goes offline; the error to raise."""
+        return self.failure.fail(self.log_dir, operation, exc)
+
+    def _taken_offline(self, log_dir: str, reason: str) -> None:
+        if log_dir == self.log_dir:
+            for plog in list(self.logs.values()):
+                plog.offline = (log_dir, reason)
+
+    def _adopt(self, plog: Log) -> Log:
+        plog.on_storage_error = self.storage_failed
+        if self.offline:
+            plog.offline = (self.log_dir, self.failure.offline[self.log_dir])
+        self.logs[(plog.topic, plog.partition)] = plog
+        return plog
+
     def partition_dir(self, topic: str, partition: int) -> str:
         return os.path.join(self.log_dir, f"{topic}-{partition}")
 
@@ -121,12 +152,15 @@ class LogManager:
         if key in self.logs:
             return self.logs[key]
         directory = self.partition_dir(topic, partition)
+        if self.offline:
+            raise self.storage_failed("open", OSError(f"{self.log_dir} is offline"))
         if not os.path.exists(directory):
             try:
-                self.logs[key] = Log.create(directory, topic, partition, config)
-                return self.logs[key]
+                return self._adopt(Log.create(directory, topic, partition, config))
             except FileExistsError:  # made meanwhile: open it as any other
                 pass
+            except OSError as exc:
+                raise self.storage_failed("log creation", exc) from exc
         started = time.monotonic()
         plog, report = Log.open(directory, topic, partition, config,
                                 recovery_point=self._recovery_points.get(key, 0),
@@ -140,8 +174,7 @@ class LogManager:
                      log_end_offset=plog.log_end_offset, segments_recovered=report.segments_scanned,
                      bytes_truncated=report.bytes_truncated,
                      ms=round((time.monotonic() - started) * 1000, 1))
-        self.logs[key] = plog
-        return plog
+        return self._adopt(plog)
 
     def mark_unclean(self) -> None:
         """Remove the clean-shutdown marker once the broker is running."""
@@ -166,16 +199,23 @@ class LogManager:
         entries are what this manager last wrote is left as it is (an idle broker with
         thousands of partitions rewrote and fsynced three unchanged files a minute). Called
         from the periodic pass's worker thread and at close: one at a time."""
+        if self.offline:
+            return
         logs = list(self.logs.items())
         with self._checkpoint_lock:
             for name, entries in ((RECOVERY_POINT_FILE, {k: lg.recovery_point for k, lg in logs}),
                                   (LOG_START_FILE, {k: lg.log_start_offset for k, lg in logs}),
                                   (HIGH_WATERMARK_FILE, {k: lg.high_watermark for k, lg in logs})):
                 if self._checkpointed.get(name) != entries:
-                    write_checkpoint(self._path(name), entries)
+                    try:
+                        write_checkpoint(self._path(name), entries)
+                    except OSError as exc:
+                        raise self.storage_failed(f"{name} checkpoint", exc) from exc
                     self._checkpointed[name] = entries
 
     def apply_retention(self) -> int:
+        if self.offline:
+            return 0
         deleted = 0
         now_ms = int(time.time() * 1000)
         for plog in list(self.logs.values()):
@@ -189,6 +229,9 @@ class LogManager:
         return sum(plog.producer_state.remove_expired(now_ms) for plog in list(self.logs.values()))
 
     def close(self) -> None:
+        if self.offline:  # nothing more is written there, least of all a clean-shutdown marker
+            self.release()
+            return
         # One sync of the file system for all logs: three fsyncs per partition took 30-45 s
         # for 10000 partitions here, the kernel's writeback of the same data a fraction of it.
         for plog in self.logs.values():

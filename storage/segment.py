@@ -18,6 +18,7 @@ base offset (Kafka uses the last offset); the files are ours alone, so only thei
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 import time
@@ -79,7 +80,8 @@ class Segment:
             self._add_index_entry(base_offset, position)
         written = os.write(self.fd, data)
         if written != len(data):  # O_APPEND writes to regular files are whole unless the disk is full
-            raise OSError(f"short write to {self.path('.log')}: {written} of {len(data)} bytes")
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: short write to {self.path('.log')} "
+                                        f"({written} of {len(data)} bytes)")
         self.size += written
         self.bytes_since_index += written
         self.next_offset = next_offset

@@ -1,20 +1,26 @@
-"""``python -m tools.devcluster --nodes 3 --data-dir DIR``: etcd and N brokers on loopback.
+"""``python -m tools.devcluster --nodes 3 --data-dir DIR``: N nodes on loopback, each a broker
+and an etcd member beside it.
 
-Starts Debian's ``etcd`` (data under DIR/etcd) and N broker processes (node ids 1..N, data
-under DIR/broker-<id>, each logging to DIR/broker-<id>.log), waits until every broker listens
-and has registered, prints one line ``bootstrap.servers=host:port,host:port,...`` and runs
-until SIGTERM or Ctrl-C, then stops the brokers (controlled shutdown) and etcd.
+Starts, by default, one member of Debian's ``etcd`` per node (at most 5; ``--etcd-members N``
+chooses: 1 is a single point of failure, fine for a laptop or CI, not for a cluster that must
+survive a machine), as KRaft's combined nodes run a controller beside each broker: member i's
+data under DIR/etcd-<i>, its log in DIR/etcd-<i>.log, every member named in
+``--initial-cluster`` and every client address in the brokers' ``metadata.etcd.endpoints``.
+Then N broker processes (node ids 1..N, data under DIR/broker-<id>, each logging to
+DIR/broker-<id>.log); waits until every broker listens and has registered, prints one line
+``bootstrap.servers=host:port,host:port,...`` and runs until SIGTERM or Ctrl-C, then stops the
+brokers (controlled shutdown) and the members.
 
 ``--security`` makes it a cluster nobody enters without credentials: a throwaway CA and a broker
 certificate (:mod:`tools.dev_ca`, under DIR/tls), one SASL_SSL listener per broker for clients
 and brokers alike (PLAIN and SCRAM-SHA-512; the brokers log in to each other as ``broker``),
 the StandardAuthorizer with ``broker`` and ``admin`` as super users, and a SCRAM-SHA-512 user
-``alice`` with no ACLs; etcd itself on TLS, open only to client certificates from the same CA
-(the brokers'). Passwords are random; the client settings for librdkafka and the Java
-client are printed and written to DIR/client-admin.properties and DIR/client-alice.properties.
+``alice`` with no ACLs; etcd itself on TLS, between members as for clients, open only to
+certificates from the same CA. Passwords are random; the client settings for librdkafka and the
+Java client are printed and written to DIR/client-admin.properties and DIR/client-alice.properties.
 
 :class:`DevCluster` is the same thing as a library: the cluster tests use it to kill, pause,
-restart or wipe single nodes and to stop etcd.
+restart or wipe single brokers (``nodes``) and single etcd members (``etcd_members``).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from kbroker.process import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
+MAX_DEFAULT_MEMBERS = 5  # one etcd member per node up to this many, as KRaft's voters
 ETCD_CANDIDATES = ("etcd", "/usr/bin/etcd", "/usr/local/bin/etcd")
 
 
@@ -138,26 +145,139 @@ class Node:
             return ""
 
 
+class EtcdMember:
+    """One member of the cluster's etcd (the metadata store), beside a broker as KRaft's combined
+    nodes are: ``kill9``/``pause``/``resume``/``start``/``stop``/``alive`` as a broker's :class:`Node`."""
+
+    def __init__(self, cluster: DevCluster, member_id: int, host: str = "127.0.0.1",
+                 command_prefix: list[str] | None = None) -> None:
+        self.cluster = cluster
+        self.member_id = member_id
+        self.name = f"etcd-{member_id}"
+        self.host = host
+        self.command_prefix = list(command_prefix or [])
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.data_dir = os.path.join(cluster.data_dir, self.name)
+        self.log_path = self.data_dir + ".log"
+        self.proc: subprocess.Popen | None = None
+        # "new" for a member of the first start; "existing" for one added to a running cluster
+        # (etcdctl member add), which joins with the members named in ``initial_cluster``.
+        self.initial_state = "new"
+        self.initial_cluster: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+    @property
+    def client_url(self) -> str:
+        return f"{self.cluster.etcd_scheme}://{self.address}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"{self.cluster.etcd_peer_scheme}://{self.host}:{self.peer_port}"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def command(self) -> list[str]:
+        binary = etcd_binary()
+        if binary is None:
+            raise RuntimeError("etcd is not installed (Debian package etcd-server; `make tools` installs it)")
+        cluster = self.cluster
+        cmd = [*self.command_prefix, binary, "--name", self.name, "--data-dir", self.data_dir,
+               "--listen-client-urls", self.client_url, "--advertise-client-urls", self.client_url,
+               "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
+               "--initial-cluster", self.initial_cluster or cluster.initial_cluster(),
+               "--initial-cluster-state", self.initial_state, "--initial-cluster-token", cluster.etcd_token,
+               "--heartbeat-interval", str(cluster.etcd_heartbeat_ms),
+               "--election-timeout", str(cluster.etcd_election_ms), "--log-level", "warn"]
+        if cluster.security is not None:
+            cmd += cluster.security.etcd_flags()
+        return cmd
+
+    def start(self, wait: bool = True, timeout: float = 30.0) -> EtcdMember:
+        with open(self.log_path, "a") as out:
+            out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n")
+            out.flush()
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=child_setup(self.cluster.die_with_parent))
+        if wait:
+            wait_for_port(self.client_port, timeout, self.proc, self.name, self.host)
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (a paused member is resumed first), then SIGKILL."""
+        terminate(self.proc, timeout)
+
+    def kill9(self) -> None:
+        if self.alive:
+            self.proc.kill()
+            self.proc.wait()
+
+    def pause(self) -> None:
+        if self.alive:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.alive:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def wipe(self) -> None:
+        """Delete the member's data (it must be down): it can only come back as a new member."""
+        assert not self.alive
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def health(self, timeout: float = 2.0) -> bool:
+        """Whether the member answers /health with a leader (it serves reads and writes)."""
+        import urllib.request
+        context = self.cluster.security.etcd_client_context() if self.cluster.security is not None else None
+        try:
+            with urllib.request.urlopen(f"{self.client_url}/health", timeout=timeout, context=context) as r:
+                return json.loads(r.read()).get("health") == "true"
+        except (OSError, ValueError):
+            return False
+
+    def output(self) -> str:
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+
 class DevCluster:
     def __init__(self, data_dir: str, nodes: int = 3, base_port: int = 0, etcd_port: int = 0,
                  overrides: dict[str, str] | None = None, etcd_host: str = "127.0.0.1",
                  node_hosts: dict[int, str] | None = None,
-                 command_prefixes: dict[int, list[str]] | None = None, security: bool = False) -> None:
+                 command_prefixes: dict[int, list[str]] | None = None, security: bool = False,
+                 etcd_members: int | None = None) -> None:
         """``node_hosts`` / ``command_prefixes``: per node, the address it listens on and a
-        command prefix (the network-namespace tests run each broker in its own namespace).
-        ``security``: SASL_SSL everywhere (see the module's docstring)."""
+        command prefix (the network-namespace tests run each node in its own namespace, its
+        etcd member beside its broker). ``security``: SASL_SSL everywhere (see the module's
+        docstring). ``etcd_members``: how many etcd members (default one per node, at most
+        5); member i runs on node i's host. ``etcd_port``: the first member's client port."""
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
-        self.security = SecureSetup(os.path.join(self.data_dir, "tls"), node_hosts, etcd_host) if security else None
-        self.etcd_host = etcd_host
-        self.etcd_port = etcd_port or free_port()
-        self.etcd_peer_port = free_port()
-        self.overrides = dict(overrides or {})
         hosts, prefixes = node_hosts or {}, command_prefixes or {}
+        members = etcd_members if etcd_members is not None else min(max(nodes, 1), MAX_DEFAULT_MEMBERS)
+        if members < 1:
+            raise ValueError("a cluster needs at least one etcd member")
+        member_hosts = {i: hosts.get(i, etcd_host) for i in range(1, members + 1)}
+        self.security = SecureSetup(os.path.join(self.data_dir, "tls"), node_hosts, etcd_host,
+                                    set(member_hosts.values())) if security else None
+        self.etcd_host = etcd_host
+        self.etcd_token = f"kbroker-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+        self.etcd_heartbeat_ms, self.etcd_election_ms = 100, 1000
+        self.etcd_members = {i: EtcdMember(self, i, member_hosts[i], prefixes.get(i)) for i in range(1, members + 1)}
+        if etcd_port:
+            self.etcd_members[1].client_port = etcd_port
+        self.overrides = dict(overrides or {})
         self.nodes = {i: Node(self, i, (base_port + i - 1) if base_port else free_port(),
                               hosts.get(i, "127.0.0.1"), prefixes.get(i))
                       for i in range(1, nodes + 1)}
-        self.etcd: subprocess.Popen | None = None
         self.prefix = "/kbroker"
         # Set by an owner that must not leave processes behind if it is killed outright (the
         # pytest plugin's EmbeddedCluster): etcd and the brokers get a parent-death signal.
@@ -168,7 +288,7 @@ class DevCluster:
     def broker_properties(self) -> dict[str, str]:
         n = len(self.nodes)
         props = {
-            "metadata.etcd.endpoints": f"{self.etcd_host}:{self.etcd_port}",
+            "metadata.etcd.endpoints": self.etcd_endpoints,
             "metadata.etcd.prefix": self.prefix,
             "offsets.topic.replication.factor": str(min(3, n)),
             "transaction.state.log.replication.factor": str(min(3, n)),
@@ -194,54 +314,75 @@ class DevCluster:
 
     # --- etcd -----------------------------------------------------------------------------------
 
-    def start_etcd(self, timeout: float = 30.0) -> None:
-        binary = etcd_binary()
-        if binary is None:
-            raise RuntimeError("etcd is not installed (Debian package etcd-server; `make tools` installs it)")
-        data = os.path.join(self.data_dir, "etcd")
-        client = f"{self.etcd_scheme}://{self.etcd_host}:{self.etcd_port}"
-        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
-        cmd = [binary, "--name", "kbroker-etcd", "--data-dir", data,
-               "--listen-client-urls", client, "--advertise-client-urls", client,
-               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-               "--initial-cluster", f"kbroker-etcd={peer}",
-               "--heartbeat-interval", "100", "--election-timeout", "500", "--log-level", "warn"]
-        if self.security is not None:
-            cmd += self.security.etcd_flags()
-        with open(os.path.join(self.data_dir, "etcd.log"), "a") as out:
-            self.etcd = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=child_setup(self.die_with_parent))
-        wait_for_port(self.etcd_port, timeout, self.etcd, "etcd", self.etcd_host)
-        self._wait_etcd_healthy(timeout)
-
-    def _wait_etcd_healthy(self, timeout: float) -> None:
-        """Until etcd answers /health with a leader (the port opens before that)."""
-        import urllib.request
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                context = self.security.etcd_client_context() if self.security is not None else None
-                with urllib.request.urlopen(f"{self.etcd_scheme}://{self.etcd_host}:{self.etcd_port}/health",
-                                            timeout=2, context=context) as r:
-                    if json.loads(r.read()).get("health") == "true":
-                        return
-            except (OSError, ValueError):
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"etcd on {self.etcd_port} was not healthy within {timeout}s")
+    @property
+    def etcd_endpoints(self) -> str:
+        """Every member's client address, as ``metadata.etcd.endpoints`` takes them."""
+        return ",".join(m.address for m in self.etcd_members.values())
 
     @property
     def etcd_scheme(self) -> str:
         return "https" if self.security is not None else "http"
 
+    @property
+    def etcd_peer_scheme(self) -> str:
+        return "https" if self.security is not None else "http"
+
+    def initial_cluster(self) -> str:
+        return ",".join(f"{m.name}={m.peer_url}" for m in self.etcd_members.values())
+
+    def start_etcd(self, timeout: float = 30.0) -> None:
+        """Start every member that is down (together: a new cluster has no quorum before a
+        majority runs), and wait until the cluster has a leader."""
+        starting = [m for m in self.etcd_members.values() if not m.alive]
+        for member in starting:
+            member.start(wait=False)
+        deadline = time.monotonic() + timeout
+        for member in starting:
+            wait_for_port(member.client_port, max(deadline - time.monotonic(), 1), member.proc, member.name,
+                          member.host)
+        self.wait_etcd_healthy(max(deadline - time.monotonic(), 1))
+
+    def wait_etcd_healthy(self, timeout: float = 30.0) -> None:
+        """Until every running member answers /health with a leader (a port opens before that)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            running = [m for m in self.etcd_members.values() if m.alive]
+            if running and all(m.health() for m in running):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"etcd ({self.etcd_endpoints}) was not healthy within {timeout}s")
+
     def stop_etcd(self) -> None:
-        if self.etcd is not None and self.etcd.poll() is None:
-            self.etcd.terminate()
-            try:
-                self.etcd.wait(10)
-            except subprocess.TimeoutExpired:
-                self.etcd.kill()
-                self.etcd.wait()
+        for member in self.etcd_members.values():
+            member.resume()
+            if member.alive:
+                member.proc.terminate()
+        for member in self.etcd_members.values():
+            member.stop()
+
+    def joining_etcd_member(self, member_id: int, host: str | None = None,
+                            command_prefix: list[str] | None = None) -> EtcdMember:
+        """The member to start after ``etcdctl member add`` told the cluster of it (a new one, or
+        a dead one's replacement under its old name, data wiped): it starts with
+        ``--initial-cluster-state existing`` and the members there are now, itself included."""
+        old = self.etcd_members.get(member_id)
+        if old is not None:
+            assert not old.alive, f"etcd-{member_id} still runs"
+            member = old
+            member.wipe()
+        else:
+            member = EtcdMember(self, member_id, host or self.etcd_host, command_prefix)
+        member.initial_state = "existing"
+        self.etcd_members[member_id] = member
+        others = [m for i, m in sorted(self.etcd_members.items()) if i != member_id and m.alive]
+        member.initial_cluster = ",".join(f"{m.name}={m.peer_url}" for m in [*others, member])
+        return member
+
+    def etcd_leader(self, timeout: float = 10.0) -> int | None:
+        """The member id of the member that leads etcd's Raft now (None: no leader answered)."""
+        from tools.etcd_admin import raft_leader_name
+        name = raft_leader_name(self, timeout)
+        return None if name is None else int(name.rsplit("-", 1)[1])
 
     # --- whole cluster --------------------------------------------------------------------------
 
@@ -300,9 +441,9 @@ class DevCluster:
         for node in self.nodes.values():
             node.resume()
             node.kill9()
-        if self.etcd is not None and self.etcd.poll() is None:
-            self.etcd.kill()
-            self.etcd.wait()
+        for member in self.etcd_members.values():
+            member.resume()
+            member.kill9()
 
 
 class SecureSetup:
@@ -310,7 +451,8 @@ class SecureSetup:
 
     SCRAM_USER = "alice"
 
-    def __init__(self, directory: str, node_hosts: dict[int, str] | None = None, etcd_host: str = "127.0.0.1") -> None:
+    def __init__(self, directory: str, node_hosts: dict[int, str] | None = None, etcd_host: str = "127.0.0.1",
+                 member_hosts: set[str] = frozenset()) -> None:
         import secrets
 
         from tools.dev_ca import DevCA
@@ -319,8 +461,10 @@ class SecureSetup:
         hosts = sorted({"127.0.0.1", "localhost", *(node_hosts or {}).values()})
         self.ca = DevCA(Path(directory))
         self.broker_cert = self.ca.issue("broker", cn="kbroker", hosts=tuple(hosts))
-        # etcd over TLS, and only for holders of a certificate from this CA (the brokers').
-        self.etcd_cert = self.ca.issue("etcd", cn="etcd", hosts=tuple(sorted({"127.0.0.1", "localhost", etcd_host})))
+        # etcd over TLS, and only for holders of a certificate from this CA: the brokers' client
+        # certificate, and the members' own (they authenticate each other with it as peers).
+        self.etcd_cert = self.ca.issue("etcd", cn="etcd",
+                                       hosts=tuple(sorted({"127.0.0.1", "localhost", etcd_host, *member_hosts})))
         self.etcd_client_cert = self.ca.issue("etcd-client", cn="kbroker-broker")
         self.passwords = {u: secrets.token_urlsafe(12) for u in ("broker", "admin", self.SCRAM_USER)}
 
@@ -343,8 +487,11 @@ class SecureSetup:
         }
 
     def etcd_flags(self) -> list[str]:
-        return ["--cert-file", str(self.etcd_cert.cert), "--key-file", str(self.etcd_cert.key),
-                "--trusted-ca-file", str(self.ca.pem), "--client-cert-auth"]
+        """Clients and peers alike on TLS, each with a certificate from this CA."""
+        cert, key, ca = str(self.etcd_cert.cert), str(self.etcd_cert.key), str(self.ca.pem)
+        return ["--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca, "--client-cert-auth",
+                "--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
+                "--peer-client-cert-auth"]
 
     def etcd_client_context(self):
         import ssl
@@ -438,7 +585,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default="kbroker-cluster")
     p.add_argument("--base-port", type=int, default=9092,
                    help="first broker port (node i listens on base+i-1); 0 picks free ports")
-    p.add_argument("--etcd-port", type=int, default=0, help="etcd client port (default: a free port)")
+    p.add_argument("--etcd-port", type=int, default=0, help="the first etcd member's client port (default: a free port)")
+    p.add_argument("--etcd-members", type=int, default=None,
+                   help=f"etcd members, one beside each node (default: one per node, at most {MAX_DEFAULT_MEMBERS}); "
+                        "1 is a single point of failure, fine for a laptop")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="a broker property for every node (repeatable)")
     p.add_argument("--security", action="store_true",
@@ -446,9 +596,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
+    if args.etcd_members is not None and args.etcd_members < 1:
+        p.error("--etcd-members must be at least 1")
     overrides = dict(o.split("=", 1) for o in args.override)
     cluster = DevCluster(args.data_dir, args.nodes, args.base_port, args.etcd_port, overrides,
-                         security=args.security)
+                         security=args.security, etcd_members=args.etcd_members)
     stopping = False
 
     def on_signal(signum, _frame):
@@ -464,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kill()
         return 1
     print(f"bootstrap.servers={cluster.bootstrap}", flush=True)
-    print(json.dumps({"etcd": f"127.0.0.1:{cluster.etcd_port}", "logs": cluster.data_dir,
+    print(json.dumps({"etcd": cluster.etcd_endpoints, "logs": cluster.data_dir,
                       "nodes": {n.node_id: n.address for n in cluster.nodes.values()}}), flush=True)
     if cluster.security is not None:
         files = cluster.security.write_client_files(cluster.bootstrap)

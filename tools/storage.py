@@ -49,16 +49,16 @@ def parse_scram_argument(text: str) -> SimpleNamespace:
 def add_scram(properties: str | None, overrides: list[str], arguments: list[str]) -> list[str]:
     """Writes the credentials; returns one line per user."""
     from broker.broker import METADATA_FILE
-    from coordinator.controller.store import MetadataStore
+    from metadata.embedded_store import EmbeddedMetadataStore
 
     config = load_from_args(properties, overrides)
     if config["metadata.etcd.endpoints"]:
         raise ValueError("this broker keeps its metadata in etcd: create SCRAM users with "
                          "AlterUserScramCredentials (kafka-configs) instead")
     os.makedirs(config.log_dir, exist_ok=True)
-    store = MetadataStore(os.path.join(config.log_dir, METADATA_FILE), config.node_id)
+    store = EmbeddedMetadataStore(os.path.join(config.log_dir, METADATA_FILE), config.node_id)
     upsertions = [parse_scram_argument(a) for a in arguments]
-    changes, outcomes = scram.plan_alterations(store.scram_credentials, [], upsertions)
+    changes, outcomes = scram.plan_alterations(store.image.scram_credentials, [], upsertions)
     failed = [o for o in outcomes if o.error_code]
     if failed:
         raise ValueError(f"{failed[0].user}: {failed[0].error_message}")

@@ -32,6 +32,7 @@ Version notes:
 
 import uuid
 
+from metadata.controller.replication import INTERNAL_TOPICS, validate_topic_name
 from protocol import fast
 from protocol.api import register
 from protocol.codec import ZERO_UUID
@@ -47,7 +48,6 @@ from ..authorization import (
     filter_authorized,
     topic_operations,
 )
-from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..request_context import RequestContext
 
 
@@ -142,7 +142,7 @@ async def _lookup(ctx: RequestContext, requested, version: int, allow_auto: bool
         return error_entry(name, exc.code)
     if allow_auto and broker.config["auto.create.topics.enable"] and name not in INTERNAL_TOPICS:
         try:
-            await broker.replica_manager.create_topic_replicated(
+            await broker.control.replication.create_topic(
                 name, broker.config["num.partitions"], broker.config["default.replication.factor"], {})
         except KafkaError as exc:
             if exc.code != ErrorCode.topic_already_exists:

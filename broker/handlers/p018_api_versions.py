@@ -7,7 +7,7 @@ Behavior:
   UNSUPPORTED_VERSION and ApiVersions' own range, so any client can downgrade (KIP-511).
 - The response header is always v0, even for flexible versions.
 - v3+: the features this broker supports and the cluster's finalized levels with their epoch
-  (coordinator/controller/features.py; ``kafka-features describe`` reads them here).
+  (metadata/controller/features.py; ``kafka-features describe`` reads them here).
   ``transaction.version`` is supported up to 2 (finalized at 2 on a new cluster).
 
 Version notes:
@@ -16,7 +16,7 @@ Version notes:
   out, as Kafka leaves it out (KAFKA-17492: older clients cannot read it).
 """
 
-from coordinator.controller.features import SUPPORTED, effective_levels
+from metadata.controller.features import SUPPORTED, effective_levels
 from protocol.api import REGISTRY, register
 
 from ..request_context import RequestContext

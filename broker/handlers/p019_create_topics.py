@@ -22,14 +22,14 @@ Version notes:
 
 from collections import Counter
 
-from coordinator.controller.controller import check_replication_factor
-from coordinator.controller.metadata import TopicState
+from metadata.controller.placement import check_replication_factor
+from metadata.controller.replication import TopicCreation, validate_topic_name
+from metadata.records import TopicState
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, ResourceType, authorize, authorize_cluster
 from ..config import ConfigError
-from ..replica_manager import TopicCreation, validate_topic_name
 from ..request_context import MutationQuota, RequestContext
 from ..topic_config import effective, validate_topic_config
 
@@ -50,7 +50,7 @@ async def handle_create_topics(ctx: RequestContext, request) -> dict:
             outcomes[t.name] = exc
     planned = [c for c in outcomes.values() if isinstance(c, TopicCreation)]
     created = {} if request.validate_only or not planned else \
-        await ctx.services.replica_manager.create_topics_replicated(planned)
+        await ctx.services.control.replication.create_topics(planned)
     results = []
     for name, outcome in outcomes.items():
         outcome = created.get(name, outcome)

@@ -79,7 +79,7 @@ async def handle_delete_topics(ctx: RequestContext, request) -> dict:
     responses = _refuse_named_twice(responses)
     deleting = [r["name"] for r in responses if r["error_code"] == ErrorCode.none]
     if deleting:
-        errors = await ctx.services.replica_manager.delete_topics_replicated(deleting)
+        errors = await ctx.services.control.replication.delete_topics(deleting)
         for r in responses:
             exc = errors.get(r["name"]) if r["error_code"] == ErrorCode.none else None
             if exc is not None:

@@ -49,7 +49,7 @@ async def handle_create_acls(ctx: RequestContext, request) -> dict:
             results.append({"error_code": exc.code, "error_message": exc.message})
     if valid:
         try:
-            await ctx.services.metadata.create_acls(valid)
+            await ctx.services.control.acls.create(valid)
         except KafkaError as exc:
             results = [r if r["error_code"] else {"error_code": exc.code, "error_message": exc.message}
                        for r in results]

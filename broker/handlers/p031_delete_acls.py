@@ -35,7 +35,7 @@ async def handle_delete_acls(ctx: RequestContext, request) -> dict:
     doomed = {acl_id for found in matched for acl_id, _ in found}
     if doomed:
         try:
-            await ctx.services.metadata.delete_acls(doomed)
+            await ctx.services.control.acls.delete(doomed)
         except KafkaError as exc:
             return _all_failed(filters, exc.code, exc.message)
     return {"throttle_time": 0, "filter_results": [

@@ -25,6 +25,7 @@ Version notes:
   v3 config_type and documentation; v4 flexible.
 """
 
+from metadata.controller.replication import validate_topic_name
 from protocol.api import register
 from protocol.errors import ErrorCode, KafkaError
 
@@ -37,7 +38,6 @@ from ..config_admin import (
     node_id_of,
     unsupported_resource,
 )
-from ..replica_manager import validate_topic_name
 from ..request_context import RequestContext
 
 

@@ -79,7 +79,7 @@ async def _create(ctx: RequestContext, t, validate_only: bool, quota: MutationQu
     quota.record(additional)
     if not validate_only:
         assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
-        await broker.replica_manager.add_partitions_replicated(t.name, t.count, assignment)
+        await broker.control.replication.add_partitions(t.name, t.count, assignment)
 
 
 def _check_assignment(ctx: RequestContext, replicas: list[int], rf: int) -> None:

@@ -16,7 +16,7 @@ Version notes:
 - v1 election type and a top-level error code; v2 flexible.
 """
 
-from coordinator.controller.controller import elect_preferred, elect_unclean
+from metadata.controller.partition_change import elect_preferred, elect_unclean
 from protocol.api import register
 from protocol.errors import ErrorCode, error_description
 
@@ -57,7 +57,7 @@ async def handle_elect_leaders(ctx: RequestContext, request) -> dict:
         if new is not None:
             changes.append((topic, index, new, state.mod_revision))
     if changes:
-        written = await metadata.alter_partitions(changes, wait=True)
+        written = await ctx.services.control.replication.alter_partitions(changes)
         for topic, index, _, _ in changes:
             if (topic, index) not in written:  # moved meanwhile: let the client retry
                 results[(topic, index)] = ErrorCode.not_controller

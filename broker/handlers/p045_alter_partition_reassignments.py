@@ -13,7 +13,7 @@ Version notes:
 - v0 flexible (v1, allowing replication-factor changes to be refused, is not advertised).
 """
 
-from coordinator.controller.controller import cancel_reassignment, start_reassignment
+from metadata.controller.partition_change import cancel_reassignment, start_reassignment
 from protocol.api import register
 from protocol.errors import ErrorCode
 
@@ -62,7 +62,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request) -> 
             results[key] = (0, None)
             changes.append((*key, new, state.mod_revision))
     if changes:
-        written = await metadata.alter_partitions(changes, wait=True)
+        written = await ctx.services.control.replication.alter_partitions(changes)
         for topic, index, _, _ in changes:
             if (topic, index) not in written:
                 results[(topic, index)] = (ErrorCode.not_controller, "The partition changed meanwhile; retry.")

@@ -2,7 +2,7 @@
 
 Behavior:
 - Answers the quotas AlterClientQuotas stored (cluster metadata) that match the filter, as
-  Kafka 4.3.1's ``ClientQuotasImage.describe`` (coordinator/controller/client_quotas.py):
+  Kafka 4.3.1's ``ClientQuotasImage.describe`` (metadata/controller/client_quotas.py):
   EXACT matches a name, DEFAULT the type's default entity, SPECIFIED any entity with that type;
   ``strict`` keeps entities with exactly the filtered types; no component lists every entity
   (none when strict). Each entry carries its entity (null name = default) and its values.
@@ -18,7 +18,7 @@ Version notes:
 - v1 is flexible.
 """
 
-from coordinator.controller import client_quotas
+from metadata.controller import client_quotas
 from protocol.api import register
 from protocol.errors import ErrorCode
 

@@ -3,7 +3,7 @@
 Behavior:
 - Each entry sets or removes quota keys of one entity (``user``, ``client-id`` or ``ip``
   components; a null name is the type's default), checked as Kafka 4.3.1's
-  ``ClientQuotaControlManager`` with its messages (coordinator/controller/client_quotas.py):
+  ``ClientQuotaControlManager`` with its messages (metadata/controller/client_quotas.py):
   an empty entity, an unknown entity type, an empty name, ``ip`` combined with ``user`` or
   ``client-id``, an ip that does not resolve, an unknown key for the entity's kind, a value not
   above 0, a fraction for an integral key (``producer_byte_rate``, ``consumer_byte_rate``,
@@ -19,7 +19,7 @@ Version notes:
 - v1 is flexible.
 """
 
-from coordinator.controller import client_quotas
+from metadata.controller import client_quotas
 from protocol.api import register
 from protocol.errors import ErrorCode
 
@@ -29,18 +29,12 @@ from ..request_context import RequestContext
 
 @register(49, 0, 1)
 async def handle_alter_client_quotas(ctx: RequestContext, request) -> dict:
-    metadata = ctx.services.metadata
     if not authorize_cluster(ctx, AclOperation.ALTER_CONFIGS):
         return {"throttle_time": 0, "entries": [
             {"error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
              "entity": [{"entity_type": c.entity_type, "entity_name": c.entity_name} for c in e.entity]}
             for e in request.entries]}
-    changes, outcomes = client_quotas.plan_alterations(metadata.client_quotas, request.entries)
-    if changes and not request.validate_only:
-        if metadata.clustered:
-            await metadata.alter_client_quotas(changes)
-        else:
-            metadata.alter_client_quotas(changes)
+    outcomes = await ctx.services.control.quotas.alter(request.entries, request.validate_only)
     return {"throttle_time": 0, "entries": [
         {"error_code": o.error_code, "error_message": o.error_message,
          "entity": client_quotas.response_entity(o.entity)} for o in outcomes]}

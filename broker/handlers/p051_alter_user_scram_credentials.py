@@ -17,7 +17,6 @@ Version notes:
 
 from protocol.api import register
 from protocol.errors import ErrorCode
-from security import scram
 
 from ..authorization import AclOperation, authorize_cluster
 from ..request_context import RequestContext
@@ -25,17 +24,11 @@ from ..request_context import RequestContext
 
 @register(51, 0, 0)
 async def handle_alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
-    metadata = ctx.services.metadata
     if not authorize_cluster(ctx, AclOperation.ALTER):
         users = [d.name for d in request.deletions] + [u.name for u in request.upsertions]
         return {"throttle_time": 0, "results": [
             {"user": u, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None}
             for u in dict.fromkeys(users)]}
-    changes, outcomes = scram.plan_alterations(metadata.scram_credentials, request.deletions, request.upsertions)
-    if changes:
-        if metadata.clustered:
-            await metadata.alter_scram_credentials(changes)
-        else:
-            metadata.alter_scram_credentials(changes)
+    outcomes = await ctx.services.control.scram.alter(request.deletions, request.upsertions)
     return {"throttle_time": 0, "results": [
         {"user": o.user, "error_code": o.error_code, "error_message": o.error_message} for o in outcomes]}

@@ -2,7 +2,7 @@
 
 Behavior:
 - Changes the cluster's finalized feature levels (``kafka-features upgrade|downgrade``), with
-  Kafka's checks (coordinator/controller/features.py): a level this broker does not support, an
+  Kafka's checks (metadata/controller/features.py): a level this broker does not support, an
   unknown feature, a downgrade without a downgrade type, ... answer INVALID_UPDATE_VERSION with
   Kafka's message for the whole request ("The update failed for all features since ..."), and
   nothing changes. ``validate_only`` checks without changing.
@@ -17,16 +17,12 @@ Version notes:
   controller; any broker applies it here.
 """
 
-import asyncio
-
-from coordinator.controller.features import FeatureUpdate, InvalidUpdate, UpgradeType, plan_update
+from metadata.controller.features import FeatureUpdate, InvalidUpdate, UpgradeType
 from protocol.api import register
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
 
 from ..authorization import AclOperation, authorize_cluster
 from ..request_context import RequestContext
-
-ATTEMPTS = 10  # plans redone when another update changed the levels first
 
 
 @register(57, 0, 2)
@@ -34,25 +30,13 @@ async def handle_update_features(ctx: RequestContext, request) -> dict:
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return _response(ctx, ErrorCode.cluster_authorization_failed, "Cluster authorization failed.", [])
     updates = [_update(u, ctx.api_version) for u in request.feature_updates]
-    metadata = ctx.services.metadata
-    for _ in range(ATTEMPTS):
-        epoch = metadata.features_epoch
-        try:
-            levels = plan_update(metadata.finalized_features, updates, metadata.node_id)
-        except InvalidUpdate as exc:
-            return _response(ctx, exc.code, f"The update failed for all features since the following feature "
-                                            f"had an error: {exc}", [])
-        if getattr(request, "validate_only", False):
-            break
-        if metadata.clustered:
-            written = await metadata.update_features(levels, epoch)
-        else:
-            written = metadata.update_features(levels, epoch)
-        if written:
-            break
-        await asyncio.sleep(0.05)  # the image catches up with the update that came first
-    else:
-        return _response(ctx, ErrorCode.request_timed_out, "The feature levels kept changing; try again.", [])
+    try:
+        await ctx.services.control.features.update(updates, getattr(request, "validate_only", False))
+    except InvalidUpdate as exc:
+        return _response(ctx, exc.code, f"The update failed for all features since the following feature "
+                                        f"had an error: {exc}", [])
+    except KafkaError as exc:
+        return _response(ctx, exc.code, exc.message, [])
     return _response(ctx, 0, None, updates)
 
 

@@ -26,7 +26,7 @@ async def handle_unregister_broker(ctx: RequestContext, request) -> dict:
     if not authorize_cluster(ctx, AclOperation.ALTER):
         return _response(ErrorCode.cluster_authorization_failed, None)
     try:
-        await ctx.services.metadata.unregister_broker(request.broker_id)
+        await ctx.services.control.cluster.unregister_broker(request.broker_id)
     except KafkaError as exc:
         return _response(exc.code, exc.message)
     return _response(0, None)

@@ -23,6 +23,7 @@ Version notes:
 - v0 only (flexible).
 """
 
+from metadata.controller.replication import INTERNAL_TOPICS, validate_topic_name
 from protocol.api import register
 from protocol.codec import ZERO_UUID
 from protocol.errors import ErrorCode, KafkaError
@@ -35,7 +36,6 @@ from ..authorization import (
     filter_authorized,
     topic_operations,
 )
-from ..replica_manager import INTERNAL_TOPICS, validate_topic_name
 from ..request_context import RequestContext
 from .p003_metadata import offline_replicas
 

@@ -34,7 +34,7 @@ def cluster(tmp_path_factory):
 
 def _broker_epoch(cluster, node_id: int) -> int:
     async def read() -> int:
-        client = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port)
+        client = aetcd.Client(host="127.0.0.1", port=cluster.etcd_members[1].client_port)
         try:
             alive = await client.get(f"{cluster.prefix}/alive/{node_id}".encode())
             return alive.create_revision if alive is not None else -1  # -1: no session

@@ -11,9 +11,10 @@ import json
 import aetcd
 import pytest
 
-from coordinator.controller.etcd_client import EtcdClient, EtcdSecurity
-from coordinator.controller.etcd_store import ETCD_ERRORS, EtcdMetadataStore, RegistrationConflict
-from coordinator.controller.metadata import BrokerRegistration
+from metadata.etcd.client import ETCD_ERRORS, EtcdClient, EtcdSecurity
+from metadata.etcd.store import EtcdMetadataStore, RegistrationConflict
+from metadata.image import MetadataCache
+from metadata.records import BrokerRegistration
 from tests.support.cluster import require_etcd
 from tools.devcluster import DevCluster
 
@@ -23,8 +24,13 @@ def etcd(tmp_path_factory):
     require_etcd()
     cluster = DevCluster(str(tmp_path_factory.mktemp("etcd-only")), nodes=0)
     cluster.start_etcd()
-    yield f"127.0.0.1:{cluster.etcd_port}"
+    yield cluster.etcd_endpoints
     cluster.stop_etcd()
+
+
+def etcd_store(node_id: int, endpoints: str, **settings) -> EtcdMetadataStore:
+    """A broker's store over its own image (``store.image``)."""
+    return EtcdMetadataStore(MetadataCache(node_id), endpoints, **settings)
 
 
 async def _wait(condition, timeout: float = 10.0) -> None:
@@ -37,9 +43,9 @@ async def _wait(condition, timeout: float = 10.0) -> None:
 
 def test_watch_resumes_after_compaction_with_a_full_reload(etcd, tmp_path):
     async def scenario():
-        store = EtcdMetadataStore(1, etcd, prefix="/compaction-test", session_timeout_ms=3000)
+        store = etcd_store(1, etcd, prefix="/compaction-test", session_timeout_ms=3000)
         changes = []
-        store.listeners.append(lambda parts, deleted: changes.append((set(parts), set(deleted))))
+        store.image.listeners.append(lambda parts, deleted: changes.append((set(parts), set(deleted))))
         await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
         try:
             await store.create_topic("kept", [[1]], {})
@@ -48,7 +54,7 @@ def test_watch_resumes_after_compaction_with_a_full_reload(etcd, tmp_path):
             watch_task = store._tasks[1]
             watch_task.cancel()
             await asyncio.wait([watch_task])
-            other = aetcd.Client(host="127.0.0.1", port=int(etcd.rsplit(":", 1)[1]))
+            other = aetcd.Client(host="127.0.0.1", port=int(etcd.split(",")[0].rsplit(":", 1)[1]))
             await other.delete_prefix(b"/compaction-test/topics/gone")
             await other.delete_prefix(b"/compaction-test/partitions/gone/")
             raw = json.loads((await other.get(b"/compaction-test/partitions/kept/0")).value)
@@ -59,9 +65,9 @@ def test_watch_resumes_after_compaction_with_a_full_reload(etcd, tmp_path):
             await other.close()
             assert store.revision < put.header.revision
             changes.clear()
-            store._tasks[1] = asyncio.get_running_loop().create_task(store._watch_loop())
-            await _wait(lambda: "gone" not in store.topics
-                        and store.partition("kept", 0).leader_epoch == 7)
+            store._tasks[1] = asyncio.get_running_loop().create_task(store.loader.watch_loop())
+            await _wait(lambda: "gone" not in store.image.topics
+                        and store.image.partition("kept", 0).leader_epoch == 7)
             assert any(("gone", 0) in parts and "gone" in deleted for parts, deleted in changes)
             assert any(("kept", 0) in parts for parts, _ in changes)
         finally:
@@ -72,7 +78,7 @@ def test_watch_resumes_after_compaction_with_a_full_reload(etcd, tmp_path):
 
 def test_a_partition_changes_only_at_the_revision_it_was_read(etcd):
     async def scenario():
-        store = EtcdMetadataStore(1, etcd, prefix="/cas-test", session_timeout_ms=3000)
+        store = etcd_store(1, etcd, prefix="/cas-test", session_timeout_ms=3000)
         await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
         try:
             topic = await store.create_topic("t", [[1]], {})
@@ -83,11 +89,11 @@ def test_a_partition_changes_only_at_the_revision_it_was_read(etcd):
             stale = await store.alter_partitions([("t", 0, replace(state, leader_epoch=2), state.mod_revision)],
                                                  wait=True)
             assert first == {("t", 0)} and stale == set()
-            assert store.partition("t", 0).leader_epoch == 1
+            assert store.image.partition("t", 0).leader_epoch == 1
             epoch = await store.campaign()
             assert epoch > 0
-            await _wait(lambda: store.controller_id == 1)
-            current = store.partition("t", 0)
+            await _wait(lambda: store.image.controller_id == 1)
+            current = store.image.partition("t", 0)
             wrong = await store.alter_partitions([("t", 0, replace(current, leader_epoch=5), current.mod_revision)],
                                                  controller_epoch=epoch + 1000)
             assert wrong == set()
@@ -112,11 +118,11 @@ def own_etcd(tmp_path, security: bool = False):
 async def _store_works_and_others_are_refused(port: int, prefix: str, security: EtcdSecurity,
                                               refused: aetcd.Client) -> None:
     """A store with ``security`` registers and creates a topic; ``refused`` cannot even read."""
-    store = EtcdMetadataStore(1, f"127.0.0.1:{port}", prefix=prefix, session_timeout_ms=3000, security=security)
+    store = etcd_store(1, f"127.0.0.1:{port}", prefix=prefix, session_timeout_ms=3000, security=security)
     await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
     try:
         await store.create_topic("t", [[1]], {})
-        assert "t" in store.topics
+        assert "t" in store.image.topics
     finally:
         await store.stop()
     with pytest.raises(ETCD_ERRORS):
@@ -130,8 +136,9 @@ def test_etcd_over_tls_with_client_certificates(tmp_path):
     with own_etcd(tmp_path, security=True) as cluster:
         sec = cluster.security
         mine = EtcdSecurity(str(sec.ca.pem), str(sec.etcd_client_cert.cert), str(sec.etcd_client_cert.key))
-        anonymous = EtcdClient("127.0.0.1", cluster.etcd_port, EtcdSecurity(ca_file=str(sec.ca.pem)), timeout=5)
-        asyncio.run(_store_works_and_others_are_refused(cluster.etcd_port, "/tls-test", mine, anonymous))
+        port = cluster.etcd_members[1].client_port
+        anonymous = EtcdClient("127.0.0.1", port, EtcdSecurity(ca_file=str(sec.ca.pem)), timeout=5)
+        asyncio.run(_store_works_and_others_are_refused(port, "/tls-test", mine, anonymous))
 
 
 def test_etcd_users_and_passwords(tmp_path):
@@ -149,25 +156,26 @@ def test_etcd_users_and_passwords(tmp_path):
         await admin.close()
 
     with own_etcd(tmp_path) as cluster:
-        asyncio.run(enable_auth(cluster.etcd_port))
-        anonymous = aetcd.Client(host="127.0.0.1", port=cluster.etcd_port, timeout=5)
+        port = cluster.etcd_members[1].client_port
+        asyncio.run(enable_auth(port))
+        anonymous = aetcd.Client(host="127.0.0.1", port=port, timeout=5)
         asyncio.run(_store_works_and_others_are_refused(
-            cluster.etcd_port, "/auth-test", EtcdSecurity(username="root", password="root-secret"), anonymous))
+            port, "/auth-test", EtcdSecurity(username="root", password="root-secret"), anonymous))
 
 
 def test_a_starting_broker_is_registered_but_fenced_until_it_unfences(etcd):
     """As KRaft's: the registration is visible at once, the broker counts as unfenced (may lead)
     only once it says it is ready."""
     async def scenario():
-        stores = [EtcdMetadataStore(n, etcd, prefix="/fence-test", session_timeout_ms=3000) for n in (1, 2)]
+        stores = [etcd_store(n, etcd, prefix="/fence-test", session_timeout_ms=3000) for n in (1, 2)]
         await stores[0].start(BrokerRegistration(1, "127.0.0.1", 1, None, "a"))
         await stores[1].start(BrokerRegistration(2, "127.0.0.1", 2, None, "b"))
         try:
-            await _wait(lambda: set(stores[1].registered) == {1, 2})
-            assert 1 not in stores[1].brokers and 2 not in stores[0].brokers
+            await _wait(lambda: set(stores[1].image.registered) == {1, 2})
+            assert 1 not in stores[1].image.brokers and 2 not in stores[0].image.brokers
             await stores[0].unfence()
-            await _wait(lambda: 1 in stores[1].brokers and 1 in stores[0].brokers)
-            assert 2 not in stores[1].brokers  # the other one still starts
+            await _wait(lambda: 1 in stores[1].image.brokers and 1 in stores[0].image.brokers)
+            assert 2 not in stores[1].image.brokers  # the other one still starts
         finally:
             for store in stores:
                 await store.stop()
@@ -180,7 +188,7 @@ def test_a_restart_ends_its_crashed_predecessors_session_and_only_that_one(etcd)
     registers at once instead of waiting out that life's lease; a session of any other
     incarnation of its node.id is still waited out and refused."""
     async def crashed(incarnation: str) -> EtcdMetadataStore:
-        store = EtcdMetadataStore(1, etcd, prefix="/restart-test", session_timeout_ms=60000)
+        store = etcd_store(1, etcd, prefix="/restart-test", session_timeout_ms=60000)
         await store.start(BrokerRegistration(1, "127.0.0.1", 1, None, incarnation))
         for task in store._tasks:  # the process dies: no keepalive, no revoke
             task.cancel()
@@ -190,9 +198,9 @@ def test_a_restart_ends_its_crashed_predecessors_session_and_only_that_one(etcd)
 
     async def scenario():
         await crashed("first-life")
-        observer = EtcdMetadataStore(2, etcd, prefix="/restart-test", session_timeout_ms=60000)
+        observer = etcd_store(2, etcd, prefix="/restart-test", session_timeout_ms=60000)
         await observer.start(BrokerRegistration(2, "127.0.0.1", 2, None, "observer"))
-        impostor, restarted = (EtcdMetadataStore(1, etcd, prefix="/restart-test", session_timeout_ms=60000)
+        impostor, restarted = (etcd_store(1, etcd, prefix="/restart-test", session_timeout_ms=60000)
                                for _ in range(2))
         try:
             # A session that is not the lock's last owner's is not ended: 60 s of lease left.
@@ -201,9 +209,9 @@ def test_a_restart_ends_its_crashed_predecessors_session_and_only_that_one(etcd)
                                      predecessor="other-life")
             await restarted.start(BrokerRegistration(1, "127.0.0.1", 1, None, "second-life"), wait_s=1,
                                   predecessor="first-life")
-            assert restarted._alive[1] == "second-life fenced"
-            await _wait(lambda: observer._alive.get(1) == "second-life fenced")
-            assert observer.registered[1].incarnation_id == "second-life"
+            assert restarted.loader._alive[1] == "second-life fenced"
+            await _wait(lambda: observer.loader._alive.get(1) == "second-life fenced")
+            assert observer.image.registered[1].incarnation_id == "second-life"
         finally:
             await impostor.client.close()
             await restarted.stop()

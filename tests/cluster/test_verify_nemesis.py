@@ -73,7 +73,7 @@ def test_term(target):
 
 def test_etcd(target):
     def check(started):
-        assert started["etcd_pid"] and not target.etcd_up()
+        assert started["etcd_pids"] and not target.etcd_up()
     _, stopped = run_fault(target, "etcd", check)
     assert stopped["started"]
 

@@ -110,7 +110,7 @@ def test_transaction_copies_exactly_once(kafka_broker, kafka_topic_factory):
 
 
 def test_failover_keeps_acknowledged_records(kafka_cluster):
-    record_pids(kafka_cluster.etcd_pid, *(kafka_cluster.pid(i) for i in kafka_cluster.node_ids))
+    record_pids(*kafka_cluster.etcd_pids.values(), *(kafka_cluster.pid(i) for i in kafka_cluster.node_ids))
     topic = kafka_cluster.create_topic(partitions=1, config={"min.insync.replicas": "2"})
     producer = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "acks": "all",
                          "enable.idempotence": True})
@@ -224,7 +224,7 @@ def test_wheel_with_testing_extra_serves_a_user_project(tmp_path):
     assert "kbroker log during the test" in failed.stdout and "topic_created" in failed.stdout, failed.stdout[-4000:]
 
     pids = [int(line) for line in pid_file.read_text().split()]
-    assert len(pids) == 5  # the single broker, etcd and the cluster's three brokers
+    assert len(pids) == 7  # the single broker, and the cluster's three etcd members and three brokers
     assert [pid for pid in pids if _alive(pid)] == []
     app = venv.glob("lib/python*/site-packages/kbroker/_app")
     assert _processes_in(next(app)) == []  # brokers restarted by the tests (new pids) are gone too
@@ -235,7 +235,7 @@ import sys
 from kbroker.cluster import EmbeddedCluster
 
 cluster = EmbeddedCluster(nodes=1).start()
-print(cluster.etcd_pid, cluster.pid(1), flush=True)
+print(*cluster.etcd_pids.values(), cluster.pid(1), flush=True)
 sys.stdin.read()  # until killed
 '''
 

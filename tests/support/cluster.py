@@ -104,8 +104,10 @@ def wait_isr_complete(cluster: DevCluster, topic: str, timeout: float = 60.0,
 
 
 def restore(cluster: DevCluster, timeout: float = 60.0) -> None:
-    """Bring every stopped node back and wait until they are registered again."""
-    if cluster.etcd is None or cluster.etcd.poll() is not None:
+    """Bring every stopped node (broker and etcd member) back and wait until they are registered again."""
+    for member in cluster.etcd_members.values():
+        member.resume()
+    if not all(m.alive for m in cluster.etcd_members.values()):
         cluster.start_etcd()
     for node in cluster.nodes.values():
         node.resume()

@@ -65,7 +65,7 @@ def _creatable(name: str, partitions: int = 2) -> dict:
 
 
 def test_create_topics_answers_each_topic_created_refused_or_only_validated(b):
-    b.replica_manager.create_topic("exists", 1, {})
+    b.control.replication.create_local_topic("exists", 1, {})
     body = {"timeout": 1000, "topics": [_creatable("new"), _creatable("exists"), _creatable("dup"),
                                         _creatable("dup"), _creatable("none", 0)]}
     dry = call(b, 19, 7, {**body, "validate_only": True})
@@ -86,7 +86,7 @@ def test_create_topics_answers_each_topic_created_refused_or_only_validated(b):
 # --------------------------------------------------------------------------- DeleteTopics
 @pytest.mark.parametrize("version", [1, 3, 4, 5])
 def test_delete_topics_by_name_all_versions(b, version):
-    b.replica_manager.create_topic("a", 2, {})
+    b.control.replication.create_local_topic("a", 2, {})
     resp = call(b, 20, version, {"topic_names": ["a", "missing"], "timeout": 1000})
     codes = {r.name: r.error_code for r in resp.responses}
     assert codes == {"a": ErrorCode.none, "missing": ErrorCode.unknown_topic_or_partition}
@@ -94,9 +94,9 @@ def test_delete_topics_by_name_all_versions(b, version):
 
 
 def test_delete_topics_v6_by_id_and_errors(b):
-    t = b.replica_manager.create_topic("byid", 1, {})
-    b.replica_manager.create_topic("dup", 1, {})
-    b.replica_manager.create_topic("__consumer_offsets", 1, {})
+    t = b.control.replication.create_local_topic("byid", 1, {})
+    b.control.replication.create_local_topic("dup", 1, {})
+    b.control.replication.create_local_topic("__consumer_offsets", 1, {})
     missing = uuid.uuid4()
     resp = call(b, 20, 6, {"timeout": 1000, "topics": [
         {"name": None, "topic_id": t.uuid},
@@ -120,7 +120,7 @@ def test_delete_topics_v6_by_id_and_errors(b):
 @pytest.mark.parametrize("version,code", [(2, ErrorCode.invalid_request), (3, ErrorCode.topic_deletion_disabled)])
 def test_delete_topics_disabled(tmp_path, version, code):
     brk = make_broker(tmp_path, **{"delete.topic.enable": "false"})
-    brk.replica_manager.create_topic("keep", 1, {})
+    brk.control.replication.create_local_topic("keep", 1, {})
     resp = call(brk, 20, version, {"topic_names": ["keep"], "timeout": 1000})
     assert [(r.name, r.error_code) for r in resp.responses] == [("keep", code)]
     assert "keep" in brk.metadata.topics
@@ -129,8 +129,8 @@ def test_delete_topics_disabled(tmp_path, version, code):
 # --------------------------------------------------------------------------- DeleteRecords
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_delete_records(b, version):
-    b.replica_manager.create_topic("r", 1, {})
-    b.replica_manager.create_topic("__transaction_state", 1, {})
+    b.control.replication.create_local_topic("r", 1, {})
+    b.control.replication.create_local_topic("__transaction_state", 1, {})
     produce(b, "r", 6)
     resp = call(b, 21, version, {"timeout": 1000, "topics": [
         {"name": "r", "partitions": [{"partition_index": 0, "offset": 3}, {"partition_index": 9, "offset": 1}]},
@@ -151,7 +151,7 @@ def test_delete_records(b, version):
 # --------------------------------------------------------------------------- CreatePartitions
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_create_partitions(b, version):
-    b.replica_manager.create_topic("p", 1, {})
+    b.control.replication.create_local_topic("p", 1, {})
     resp = call(b, 37, version, {"timeout": 1000, "validate_only": False, "topics": [
         {"name": "p", "count": 3, "assignments": None},
         {"name": "twice", "count": 2, "assignments": None}, {"name": "twice", "count": 3, "assignments": None},
@@ -179,7 +179,7 @@ def test_create_partitions(b, version):
 # --------------------------------------------------------------------------- DescribeConfigs
 @pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_describe_configs_versions(b, version):
-    b.replica_manager.create_topic("c", 1, {"retention.ms": "1000"})
+    b.control.replication.create_local_topic("c", 1, {"retention.ms": "1000"})
     body = {"include_synonyms": True, "include_documentation": True, "resources": [
         {"resource_type": TOPIC, "resource_name": "c", "configuration_keys": ["retention.ms", "cleanup.policy"]},
         {"resource_type": TOPIC, "resource_name": "nope", "configuration_keys": None},
@@ -211,7 +211,7 @@ def test_describe_configs_versions(b, version):
 
 
 def test_describe_configs_without_synonyms_or_docs(b):
-    b.replica_manager.create_topic("c", 1, {})
+    b.control.replication.create_local_topic("c", 1, {})
     res = call(b, 32, 4, {"include_synonyms": False, "include_documentation": False, "resources": [
         {"resource_type": TOPIC, "resource_name": "c", "configuration_keys": None}]}).results[0]
     assert len(res.configs) >= 19
@@ -227,7 +227,7 @@ def alter_inc(brk, resources, validate_only=False, version=1):
 
 
 def test_incremental_alter_configs_errors(b):
-    b.replica_manager.create_topic("t", 1, {})
+    b.control.replication.create_local_topic("t", 1, {})
     res = alter_inc(b, [
         {"resource_type": TOPIC, "resource_name": "t", "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "1"},
@@ -249,7 +249,7 @@ def test_incremental_alter_configs_errors(b):
 
 
 def test_incremental_alter_configs_topic_ops(b):
-    b.replica_manager.create_topic("t", 1, {"segment.bytes": "1048576"})
+    b.control.replication.create_local_topic("t", 1, {"segment.bytes": "1048576"})
     ok = alter_inc(b, [{"resource_type": TOPIC, "resource_name": "t", "configs": [
         {"name": "cleanup.policy", "config_operation": 2, "value": "compact"},
         {"name": "segment.bytes", "config_operation": 1, "value": None},
@@ -274,7 +274,7 @@ def test_incremental_alter_configs_topic_ops(b):
 
 
 def test_dynamic_broker_configs(b):
-    b.replica_manager.create_topic("t", 1, {})
+    b.control.replication.create_local_topic("t", 1, {})
     res = alter_inc(b, [
         {"resource_type": BROKER, "resource_name": "", "configs": [
             {"name": "log.retention.ms", "config_operation": 0, "value": "5000"},
@@ -317,7 +317,7 @@ def test_dynamic_broker_configs(b):
 
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_alter_configs_legacy(b, version):
-    b.replica_manager.create_topic("t", 1, {"retention.ms": "1"})
+    b.control.replication.create_local_topic("t", 1, {"retention.ms": "1"})
     res = call(b, 33, version, {"validate_only": False, "resources": [
         {"resource_type": TOPIC, "resource_name": "t", "configs": [{"name": "segment.ms", "value": "60000"}]},
         {"resource_type": TOPIC, "resource_name": "t2", "configs": [{"name": "segment.ms", "value": "60000"}]},
@@ -361,9 +361,9 @@ def summary(resp):
 
 
 def test_describe_topic_partitions_pages(b):
-    b.replica_manager.create_topic("a", 2, {})
-    b.replica_manager.create_topic("b", 3, {})
-    b.replica_manager.create_topic("c", 1, {})
+    b.control.replication.create_local_topic("a", 2, {})
+    b.control.replication.create_local_topic("b", 3, {})
+    b.control.replication.create_local_topic("c", 1, {})
     # limit used up exactly at the end of a topic: the cursor points at the next topic
     assert summary(dtp(b, [], limit=2)) == ([("a", 0, [0, 1])], ("b", 0))
     assert summary(dtp(b, [], limit=2, cursor={"topic_name": "b", "partition_index": 0})) == \
@@ -381,7 +381,7 @@ def test_describe_topic_partitions_pages(b):
 
 
 def test_describe_topic_partitions_bad_cursor(b):
-    b.replica_manager.create_topic("a", 2, {})
+    b.control.replication.create_local_topic("a", 2, {})
     resp = dtp(b, ["a"], cursor={"topic_name": "b", "partition_index": 0})
     assert [(t.name, t.error_code) for t in resp.topics] == [("a", ErrorCode.invalid_request)]
     resp = dtp(b, ["a"], cursor={"topic_name": "a", "partition_index": -1})
@@ -391,7 +391,7 @@ def test_describe_topic_partitions_bad_cursor(b):
 # --------------------------------------------------------------------------- AlterReplicaLogDirs
 @pytest.mark.parametrize("version", [1, 2])
 def test_alter_replica_log_dirs(b, version):
-    b.replica_manager.create_topic("t", 3, {})
+    b.control.replication.create_local_topic("t", 3, {})
     del b.replica_manager.partitions[("t", 2)]  # a partition of the cluster with no replica here
     here = os.path.abspath(b.config.log_dir)
     too_long = "x" * 220  # "<topic>-0.<32 hex>-future" is over 255 characters

@@ -163,8 +163,10 @@ def test_bad_listener_settings_are_one_line_errors(change, message):
 
 
 def test_registration_carries_endpoints_by_listener_and_old_ones_still_read():
-    from coordinator.controller.etcd_store import _registration_from_json, _registration_json
-    from coordinator.controller.metadata import BrokerRegistration, MetadataCache
+    from metadata.etcd.keys import registration_from_json as _registration_from_json
+    from metadata.etcd.keys import registration_json as _registration_json
+    from metadata.image import MetadataCache
+    from metadata.records import BrokerRegistration
 
     new = BrokerRegistration(1, "broker1", 9092, "r1", "x",
                              endpoints={"INTERNAL": ("broker1", 9092), "EXTERNAL": ("127.0.0.1", 19092)})

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from broker.connection_quotas import ConnectionQuotas, ConnectionRefused
-from coordinator.controller.client_quotas import entity_key
+from metadata.controller.client_quotas import entity_key
 
 UNLIMITED = 2**31 - 1
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.controller.controller import (
-    assign_replicas,
+from metadata.controller.partition_change import (
     cancel_reassignment,
     complete_reassignment,
     elect,
@@ -14,7 +13,8 @@ from coordinator.controller.controller import (
     fence_restarted,
     start_reassignment,
 )
-from coordinator.controller.metadata import NO_LEADER, PartitionState
+from metadata.controller.placement import assign_replicas
+from metadata.records import NO_LEADER, PartitionState
 from protocol.errors import ErrorCode, KafkaError
 
 
@@ -145,7 +145,7 @@ def test_a_new_partition_starts_with_its_active_replicas_in_the_isr():
 
 
 def test_clients_are_sent_to_the_broker_that_answered_while_it_is_unfenced():
-    from coordinator.controller.metadata import MetadataCache
+    from metadata.image import MetadataCache
 
     cache = MetadataCache(node_id=1)
     cache.controller_id = 3

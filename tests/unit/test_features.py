@@ -1,10 +1,10 @@
-"""Feature level updates as Kafka's FeatureControlManager checks them (coordinator/controller/features.py)."""
+"""Feature level updates as Kafka's FeatureControlManager checks them (metadata/controller/features.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from coordinator.controller.features import (
+from metadata.controller.features import (
     DEFAULT_LEVELS,
     FeatureUpdate,
     InvalidUpdate,
@@ -53,13 +53,13 @@ def test_a_new_cluster_stores_transaction_version_2_and_an_older_one_keeps_1(tmp
     metadata an older kbroker wrote (no levels stored) stays at 1 across the upgrade."""
     import json
 
-    from coordinator.controller.store import MetadataStore
+    from metadata.embedded_store import EmbeddedMetadataStore as MetadataStore
 
     new = MetadataStore(str(tmp_path / "new.json"), node_id=1)
-    assert effective_levels(new.finalized_features) == {TV: 2}
-    assert effective_levels(MetadataStore(str(tmp_path / "new.json"), node_id=1).finalized_features) == {TV: 2}
+    assert effective_levels(new.image.finalized_features) == {TV: 2}
+    assert effective_levels(MetadataStore(str(tmp_path / "new.json"), node_id=1).image.finalized_features) == {TV: 2}
     old_path = tmp_path / "old.json"
     raw = json.loads((tmp_path / "new.json").read_text())
     raw["finalized_features"] = None  # as written before transaction version 2
     old_path.write_text(json.dumps(raw))
-    assert effective_levels(MetadataStore(str(old_path), node_id=1).finalized_features) == {TV: 1}
+    assert effective_levels(MetadataStore(str(old_path), node_id=1).image.finalized_features) == {TV: 1}

@@ -34,7 +34,7 @@ class Harness:
                  "offsets.topic.num.partitions": "3", "group.min.session.timeout.ms": "50",
                  "group.initial.rebalance.delay.ms": "0", **overrides}
         self.broker = Broker(load_config(props))
-        self.broker.metadata.elect_self_leader_everywhere()
+        self.broker.metadata_store.elect_self_leader_everywhere()
         self.broker.replica_manager.open_all()
         self.timer = ManualTimer()  # sessions and rebalances expire only when a test advances it
         self.coordinator = GroupCoordinator(BrokerCoordinatorServices(self.broker), self.timer)
@@ -49,7 +49,7 @@ class Harness:
         self.broker.log_manager.close()
 
     def create_topic(self, name: str, partitions: int) -> None:
-        self.broker.replica_manager.create_topic(name, partitions, {})
+        self.broker.control.replication.create_local_topic(name, partitions, {})
 
     async def join(self, group: str = "g", member_id: str = "", session_ms: int = 10000,
                    rebalance_ms: int = 10000, instance: str | None = None, require_known: bool = False,

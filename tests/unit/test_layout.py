@@ -4,6 +4,8 @@
   process together, and the others type against the narrow protocols of
   ``broker/services.py`` (handlers see a ``RequestContext``, never the network layer).
 - ``security/`` depends on nothing of ``broker/`` or ``coordinator/``: they use it.
+- ``metadata/`` (the cluster metadata and its controller) depends on nothing of ``broker/``,
+  ``coordinator/`` or ``tools/``, and has no import cycle: the brokers and tools use it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from tools.verify.checker import _sccs
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("protocol", "storage", "coordinator", "security", "broker", "tools", "pipeline")
+PACKAGES = ("protocol", "storage", "metadata", "coordinator", "security", "broker", "tools", "pipeline")
 
 
 def module_name(path: Path) -> str:
@@ -86,3 +88,13 @@ def test_security_depends_on_neither_broker_nor_coordinator():
     bad = {m: sorted(d for d in deps if d.split(".")[0] in ("broker", "coordinator"))
            for m, deps in security.items()}
     assert {m: d for m, d in bad.items() if d} == {}
+
+
+def test_metadata_depends_on_neither_broker_nor_coordinator_nor_tools_and_has_no_cycle():
+    edges = graph()
+    plane = {m: deps for m, deps in edges.items() if m == "metadata" or m.startswith("metadata.")}
+    assert {"metadata.image", "metadata.etcd.client", "metadata.controller.replication"} <= set(plane)
+    bad = {m: sorted(d for d in deps if d.split(".")[0] in ("broker", "coordinator", "tools"))
+           for m, deps in plane.items()}
+    assert {m: d for m, d in bad.items() if d} == {}
+    assert [c for c in cycles(edges) if any(m.startswith("metadata.") for m in c)] == []

@@ -1,4 +1,4 @@
-"""The embedded store's snapshot + change log (coordinator/controller/metadata_log.py): what
+"""The embedded store's snapshot + change log (metadata/embedded_log.py): what
 was acknowledged comes back after a reopen, a torn last record is cut off, and a change costs
 what it changed rather than a rewrite of every topic."""
 
@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from coordinator.controller import metadata_log
-from coordinator.controller.store import MetadataStore
+from metadata import embedded_log as metadata_log
+from metadata.embedded_store import EmbeddedMetadataStore as MetadataStore
 from security.acls import AclOperation, AclPermissionType, PatternType, ResourceType, StandardAcl
 
 
@@ -40,11 +40,11 @@ def test_every_kind_of_change_survives_a_reopen(tmp_path):
 
     reopened = _open(tmp_path)
     assert _image(reopened) == before
-    assert sorted(reopened.topics) == ["kept"] and len(reopened.topics["kept"].partitions) == 5
-    assert reopened.topics["kept"].configs == {"retention.ms": "1000"}
-    assert reopened.acls == {acl.acl_id: acl}
+    assert sorted(reopened.image.topics) == ["kept"] and len(reopened.image.topics["kept"].partitions) == 5
+    assert reopened.image.topics["kept"].configs == {"retention.ms": "1000"}
+    assert reopened.image.acls == {acl.acl_id: acl}
     assert reopened.allocate_producer_id_block()[0] == block[0] + block[1]
-    assert reopened.applied_offset == before["metadata_offset"] + 1
+    assert reopened.image.applied_offset == before["metadata_offset"] + 1
 
 
 def test_a_change_is_logged_not_rewritten_into_the_snapshot(tmp_path, monkeypatch):
@@ -59,7 +59,7 @@ def test_a_change_is_logged_not_rewritten_into_the_snapshot(tmp_path, monkeypatc
     # The log is folded into a snapshot only once it outgrows the snapshot: a handful of
     # rewrites for 400 topics, each at least as large as the one before (amortized O(1) a change).
     assert 0 < len(snapshots) <= 12
-    assert len(_open(tmp_path).topics) == 400
+    assert len(_open(tmp_path).image.topics) == 400
 
 
 def test_a_torn_last_record_is_cut_off_and_the_log_goes_on(tmp_path):
@@ -70,10 +70,10 @@ def test_a_torn_last_record_is_cut_off_and_the_log_goes_on(tmp_path):
     with open(log_path, "ab") as f:  # a crash halfway through the next record
         f.write(b'{"offset": 99, "entries": {"topics": {"b": {"topic_id"')
     reopened = _open(tmp_path)
-    assert sorted(reopened.topics) == ["a"]
+    assert sorted(reopened.image.topics) == ["a"]
     assert os.path.getsize(log_path) == size
     reopened.create_topic("c", 1, {})
-    assert sorted(_open(tmp_path).topics) == ["a", "c"]
+    assert sorted(_open(tmp_path).image.topics) == ["a", "c"]
 
 
 def test_records_already_in_the_snapshot_are_not_applied_again(tmp_path):
@@ -86,7 +86,7 @@ def test_records_already_in_the_snapshot_are_not_applied_again(tmp_path):
     store._log.write_snapshot(store._image())
     with open(store._log.log_path, "a") as f:
         f.write(old_records)
-    assert "a" not in _open(tmp_path).topics
+    assert "a" not in _open(tmp_path).image.topics
 
 
 def test_a_corrupt_record_before_the_last_is_refused(tmp_path):
@@ -110,4 +110,4 @@ def test_the_snapshot_of_a_store_written_before_the_log_existed_still_loads(tmp_
     os.remove(store._log.log_path)
     with open(store.path, "w") as f:
         json.dump(image, f)
-    assert len(_open(tmp_path).topics["a"].partitions) == 2
+    assert len(_open(tmp_path).image.topics["a"].partitions) == 2

@@ -52,7 +52,7 @@ def test_a_verified_batch_reaching_a_deposed_leader_is_retriable_not_a_failed_tr
     from broker.replica_manager import ReplicaManager
     from protocol import records as rb
 
-    rm = ReplicaManager(config=None, metadata=None, log_manager=None, metrics=None, node_id=2)
+    rm = ReplicaManager(config=None, metadata=None, store=None, log_manager=None, metrics=None, node_id=2)
     rm.partitions[("t", 0)] = leader
     records = bytes(rb.build_batch([(b"k", b"v")], timestamp=0, producer_id=7, producer_epoch=0,
                                    base_sequence=0, transactional=True))

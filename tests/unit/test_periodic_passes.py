@@ -22,7 +22,8 @@ LAG_MS = 30_000
 @pytest.fixture
 def rm(tmp_path):
     manager = ReplicaManager(config={"replica.lag.time.max.ms": LAG_MS, "min.insync.replicas": 1},
-                             metadata=types.SimpleNamespace(topics={}), log_manager=None, metrics=None, node_id=1)
+                             metadata=types.SimpleNamespace(topics={}), store=None, log_manager=None, metrics=None,
+                             node_id=1)
     manager.proposed = []
     manager._propose_isr = lambda part, isr, reason, joining=None: manager.proposed.append((part.index, isr))
     manager.tmp = tmp_path

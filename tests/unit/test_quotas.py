@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from broker.quotas import FETCH, PRODUCE, WINDOW_S, WINDOWS, ClientQuotaManager, user_name
-from coordinator.controller.client_quotas import entity_key
+from metadata.controller.client_quotas import entity_key
 
 
 class Clock:

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from broker.quotas import REQUEST, WINDOW_S, RequestTime, request_quota_manager
-from coordinator.controller.client_quotas import entity_key
+from metadata.controller.client_quotas import entity_key
 
 
 def _spin(seconds: float) -> None:

@@ -456,23 +456,26 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
         return node.host, node.port
 
     def kill_etcd(self) -> dict:
-        proc = self.cluster.etcd if self.cluster else None
-        pid = _signal(proc, signal.SIGKILL)
-        if proc is not None and pid is not None:
-            proc.wait(10)
-        return {"etcd_pid": pid, "signal": "KILL"}
+        """Every etcd member killed: the metadata store is down."""
+        members = self.cluster.etcd_members.values() if self.cluster else ()
+        pids = {m.name: m.proc.pid for m in members if m.alive}
+        for member in members:
+            member.resume()
+            member.kill9()
+        return {"etcd_pids": pids, "signal": "KILL"}
 
     def restart_etcd(self) -> dict:
         cluster = self.cluster
         if cluster is None:
             raise RuntimeError("devcluster target is not started")
-        if cluster.etcd is not None and cluster.etcd.poll() is None:
-            return {"etcd_pid": cluster.etcd.pid, "started": False}
-        cluster.start_etcd()
-        return {"etcd_pid": cluster.etcd.pid, "started": True}
+        down = [m.name for m in cluster.etcd_members.values() if not m.alive]
+        if down:
+            cluster.start_etcd()
+        return {"etcd_pids": {m.name: m.proc.pid for m in cluster.etcd_members.values() if m.alive},
+                "started": down}
 
     def etcd_up(self) -> bool:
-        return self.cluster is not None and self.cluster.etcd is not None and self.cluster.etcd.poll() is None
+        return self.cluster is not None and all(m.alive for m in self.cluster.etcd_members.values())
 
     def wait_healthy(self, timeout: float) -> bool:
         """etcd up, every broker alive and unpaused, and every broker's Metadata lists all."""
@@ -491,7 +494,8 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
     def logs(self) -> dict[str, str]:
         base = os.path.join(self.work_dir, "devcluster")
         out = {f"broker-{n}": os.path.join(base, f"broker-{n}.log") for n in self.node_ids()}
-        out["etcd"] = os.path.join(base, "etcd.log")
+        if self.cluster is not None:
+            out.update({m.name: m.log_path for m in self.cluster.etcd_members.values()})
         return out
 
 
@@ -644,7 +648,7 @@ def _session_timeout_ms(properties: str, default: int = 9000) -> int:
 
 
 class ComposeTarget(Target):
-    """The docker-compose stack: three broker containers and etcd, faults via ``docker``.
+    """The docker-compose stack: three nodes, each a broker and an etcd member container, faults via ``docker``.
 
     ``start()`` runs ``compose/stack.sh up`` unless the stack's brokers already run, and reads
     the brokers' ``broker.session.timeout.ms`` (a pause is held past it); ``stop()`` writes the
@@ -782,7 +786,7 @@ class ComposeTarget(Target):
         base = Path(self.work_dir) / "compose"
         base.mkdir(parents=True, exist_ok=True)
         out = {}
-        for service in ["etcd", *(f"broker{n}" for n in self.node_ids())]:
+        for service in [*(f"etcd{n}" for n in self.node_ids()), *(f"broker{n}" for n in self.node_ids())]:
             ids = _docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={self.project}",
                           "--filter", f"label=com.docker.compose.service={service}", check=False).split()
             if not ids:

@@ -23,10 +23,14 @@ features here (no KRaft log; consumer groups need no flag).
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from enum import IntEnum
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, KafkaError
+
+from ..image import MetadataCache
+from . import settled
 
 TRANSACTION_VERSION = "transaction.version"
 
@@ -104,3 +108,24 @@ def plan_update(stored: dict[str, int] | None, updates: list[FeatureUpdate], nod
         _check(update, levels.get(update.feature, 0), node_id)
         levels[update.feature] = update.level
     return {name: level for name, level in levels.items() if level > 0}
+
+
+class FeatureControlManager:
+    """UpdateFeatures: the levels planned on the image and written by compare-and-swap on the
+    epoch they were planned on; a plan overtaken by another update is made again on its result."""
+
+    ATTEMPTS = 10
+
+    def __init__(self, image: MetadataCache, store) -> None:
+        self.image = image
+        self.store = store
+
+    async def update(self, updates: list[FeatureUpdate], validate_only: bool = False) -> None:
+        """Raises :class:`InvalidUpdate` for a bad update (nothing changes)."""
+        for _ in range(self.ATTEMPTS):
+            epoch = self.image.features_epoch
+            levels = plan_update(self.image.finalized_features, updates, self.image.node_id)
+            if validate_only or await settled(self.store.update_features(levels, epoch)):
+                return
+            await asyncio.sleep(0.05)  # the image catches up with the update that came first
+        raise KafkaError(ErrorCode.request_timed_out, "The feature levels kept changing; try again.")

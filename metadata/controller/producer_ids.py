@@ -1,5 +1,8 @@
 """Producer-id allocation: blocks of 1000 from the metadata store, prefetched at 90% use.
 
+Kafka splits this between the controller's ProducerIdControlManager (the block counter, here
+the store's ``allocate_producer_id_block``) and a broker's RPCProducerIdManager (this class).
+
 An id is never handed out twice, also across restarts and controller failover: a block is
 persisted by the store (the embedded file, or a compare-and-swap on etcd's
 ``producer_id_block`` key) before any id from it is used, and a restart starts from a fresh
@@ -18,8 +21,11 @@ import structlog
 
 from protocol.errors import ErrorCode, KafkaError
 
-log = structlog.get_logger("controller.producer_ids")
+__all__ = ["ProducerIdManager", "PRODUCER_ID_BLOCK_SIZE"]
 
+log = structlog.get_logger("metadata.controller.producer_ids")
+
+PRODUCER_ID_BLOCK_SIZE = 1000
 PREFETCH_RATIO = 0.9
 
 

@@ -1,98 +1,31 @@
-"""Cluster metadata as brokers read it: records of state and the synchronous cache.
+"""The metadata image: what a broker knows of the cluster, read synchronously by every handler.
 
-Owns: :class:`BrokerRegistration` (a broker's endpoints by listener name), :class:`PartitionState`, :class:`TopicState` and
-:class:`MetadataCache`, the image every handler reads without awaiting (topics, partition
-leaders, ISR, brokers registered and unfenced, the controller id, group config overrides,
-SCRAM credentials, the ACLs).
+Owns :class:`MetadataCache`: topics, partition leaders and ISRs, the brokers registered and
+unfenced, the controller id, group config overrides, SCRAM credentials, client quotas, the ACLs
+and the finalized feature levels, and the listeners told of each change.
 
 Brokers as KRaft keeps them: a registration outlives its broker's session. A registered broker
 whose session lapsed is *fenced*: it leads nothing, leaves every ISR and is not listed in
 Metadata, but it still counts for replica placement (never as a partition's first replica)
 and for replication factors, so a cluster with one broker down still creates topics at the
-full factor. Only UnregisterBroker removes a registration. A backend (the embedded file store or the etcd
-store) feeds the cache; the broker applies the partitions that changed (``changed`` listeners)
-as Kafka's ``ReplicaManager.applyDelta`` does.
+full factor. Only UnregisterBroker removes a registration. A backend (the embedded file store
+or the etcd store) feeds the image; the broker applies the partitions that changed
+(``listeners``) as Kafka's ``ReplicaManager.applyDelta`` does.
 
 Differs from Kafka: no metadata log and no offset into it; the etcd backend's image carries the
-etcd revision it has applied instead.
+etcd revision it has applied instead (``applied_offset``).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from security.acls import StandardAcl
 
-NO_LEADER = -1
+from .records import NO_LEADER, BrokerRegistration, PartitionState, TopicState
 
-
-@dataclass(slots=True)
-class BrokerRegistration:
-    """A registered broker. ``host``/``port`` is its inter-broker endpoint (all an old registration
-    holds); ``endpoints`` its advertised endpoint per listener name, as Kafka registers them."""
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-    incarnation_id: str = ""
-    controlled_shutdown: bool = False
-    endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-    def endpoint_on(self, listener: str | None) -> tuple[str, int] | None:
-        """The endpoint on ``listener``; None if the broker has no such listener. An old
-        registration (no listener names) answers its only endpoint for every listener."""
-        if listener is None or not self.endpoints:
-            return self.host, self.port
-        return self.endpoints.get(listener)
-
-
-@dataclass
-class PartitionState:
-    leader: int
-    leader_epoch: int
-    replicas: list[int]
-    isr: list[int]
-    partition_epoch: int = 0
-    # Reassignment in progress (KIP-455): replicas being added / removed.
-    adding_replicas: list[int] = field(default_factory=list)
-    removing_replicas: list[int] = field(default_factory=list)
-    mod_revision: int = 0  # the backend's version of this record (etcd mod_revision), 0 embedded
-
-    def to_json(self) -> dict:
-        return {"leader": self.leader, "leader_epoch": self.leader_epoch, "replicas": self.replicas,
-                "isr": self.isr, "partition_epoch": self.partition_epoch,
-                "adding_replicas": self.adding_replicas, "removing_replicas": self.removing_replicas}
-
-    @classmethod
-    def from_json(cls, raw: dict, mod_revision: int = 0) -> PartitionState:
-        return cls(raw["leader"], raw["leader_epoch"], list(raw["replicas"]), list(raw["isr"]),
-                   raw.get("partition_epoch", 0), list(raw.get("adding_replicas", ())),
-                   list(raw.get("removing_replicas", ())), mod_revision)
-
-    @classmethod
-    def created(cls, replicas: list[int], active: set[int]) -> PartitionState:
-        """A new partition: its ISR the replicas that are active (unfenced, not shutting down),
-        led by the first of them, as KRaft's ReplicationControlManager creates one."""
-        isr = [r for r in replicas if r in active] or list(replicas)
-        return cls(isr[0], 0, list(replicas), isr)
-
-    @property
-    def preferred_leader(self) -> int:
-        return self.replicas[0] if self.replicas else NO_LEADER
-
-
-@dataclass
-class TopicState:
-    name: str
-    topic_id: str
-    partitions: list[PartitionState]
-    configs: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def uuid(self) -> uuid.UUID:
-        return uuid.UUID(self.topic_id)
+__all__ = ["MetadataCache", "Listener"]
 
 
 Listener = Callable[[set[tuple[str, int]], set[str]], None]
@@ -109,6 +42,14 @@ class MetadataCache:
         self.registered: dict[int, BrokerRegistration] = {}
         self.brokers: dict[int, BrokerRegistration] = {}
         self.controller_id = NO_LEADER
+        self.controller_epoch = 0
+        # Whether a store shared with other brokers feeds this image (etcd), and the position
+        # of the image in the metadata history (DescribeQuorum's high watermark).
+        self.clustered = False
+        self.applied_offset = 0
+        # node id -> the epoch of its current session (KIP-903), where a store keeps sessions.
+        self.broker_epochs: dict[int, int] = {}
+        self.freshness: Callable[[], bool] = lambda: True  # see is_current
         self.inter_broker_listener: str | None = None  # the listener peers are reached on
         self.listeners: list[Listener] = []
         self.broker_listeners: list[Callable[[], None]] = []  # registrations or controller changed
@@ -117,11 +58,11 @@ class MetadataCache:
         self.group_configs: dict[str, dict[str, str]] = {}
         # SCRAM credentials by user and mechanism name (security/scram.py).
         self.scram_credentials: dict[str, dict[str, dict]] = {}
-        # Client quotas by entity key and quota key (coordinator/controller/client_quotas.py).
+        # Client quotas by entity key and quota key (metadata/controller/client_quotas.py).
         self.client_quotas: dict[str, dict[str, float]] = {}
         self.acls: dict[str, StandardAcl] = {}  # by ACL id
         # Finalized feature levels as last changed (None: never changed, the defaults apply;
-        # coordinator/controller/features.py) and the epoch of that change.
+        # metadata/controller/features.py) and the epoch of that change.
         self.finalized_features: dict[str, int] | None = None
         self.features_epoch = 0
         self.acl_listeners: list[Callable[[], None]] = []  # the ACLs changed
@@ -133,7 +74,7 @@ class MetadataCache:
         """Whether this image may be trusted to say which partitions this broker leads: a
         backend shared with other brokers answers False for a while after this process
         stalled (a pause, a stop) long enough for leadership to have moved without it."""
-        return True
+        return self.freshness()
 
     def topic_by_id(self, topic_id: uuid.UUID | None) -> TopicState | None:
         topic = self._by_id.get(topic_id)
@@ -155,9 +96,10 @@ class MetadataCache:
         return sorted(self.brokers)
 
     def broker_epoch(self, node_id: int) -> int:
-        """The broker epoch of ``node_id``'s current life (KIP-903); -1 where there is none to
-        tell (a single node has no followers)."""
-        return -1
+        """The broker epoch of ``node_id``'s current life (KIP-903: the etcd backend's is the
+        create_revision of the broker's session key, new with every life); -1 where there is
+        none to tell (no session, or a single node, which has no followers)."""
+        return self.broker_epochs.get(node_id, -1)
 
     def controller_for_clients(self, answering: int) -> int:
         """The controller id Metadata and DescribeCluster give: the answering broker while it

@@ -25,6 +25,9 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
 
+from ..image import MetadataCache
+from . import settled
+
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
@@ -227,3 +230,18 @@ def describe(quotas: Mapping[str, Mapping[str, float]], components, strict: bool
         entries.append({"entity": response_entity(tuple(entity.items())),
                         "values": [{"key": k, "value": v} for k, v in values.items()]})
     return entries
+
+
+class ClientQuotaControlManager:
+    """AlterClientQuotas: the entries checked against the image's quotas, the changed entities
+    written together."""
+
+    def __init__(self, image: MetadataCache, store) -> None:
+        self.image = image
+        self.store = store
+
+    async def alter(self, entries, validate_only: bool = False) -> list[Outcome]:
+        changes, outcomes = plan_alterations(self.image.client_quotas, entries)
+        if changes and not validate_only:
+            await settled(self.store.alter_client_quotas(changes))
+        return outcomes

@@ -1,1 +1,0 @@
-"""Cluster metadata: brokers, topics, partition leaders and epochs, producer-id blocks."""

@@ -1,15 +1,22 @@
 """The secure compose profile's certificates, passwords and settings (``stack.sh up --secure``).
 
 Run inside the kbroker image (it has the project and ``cryptography``) with this directory
-mounted; writes into OUT, which the brokers mount read-only at /etc/kbroker/secrets:
+mounted; writes into OUT, which the brokers and the etcd members mount read-only at
+/etc/kbroker/secrets:
 
 - ``ca.pem`` and ``broker.pem``: a throwaway CA (:mod:`tools.dev_ca`) and the brokers'
   certificate and key, for broker1..3 (the compose network) and 127.0.0.1 / localhost (the
-  published ports). The certificate is valid for a day: ``make compose-down`` then
+  published ports). The certificates are valid for a day: ``make compose-down`` then
   ``make compose-up-secure`` makes new ones.
+- ``etcd.crt`` / ``etcd.key``: the etcd members' certificate, for etcd1..3 and 127.0.0.1 /
+  localhost (a member's health check), served to clients and to peers and presented as a peer's
+  client certificate (no EKU: one certificate serves both sides); ``etcd-client.crt`` /
+  ``etcd-client.key``: the brokers' client certificate for etcd's ``--client-cert-auth``
+  (compose/secure.yml gives the members the TLS flags).
 - ``server.properties``: ``broker.properties`` with both listeners on SASL_SSL (PLAIN and
-  SCRAM-SHA-512), the brokers logging in to each other as ``broker``, and the StandardAuthorizer
-  with ``broker`` and ``admin`` as its super users. Random passwords.
+  SCRAM-SHA-512), the brokers logging in to each other as ``broker``, the StandardAuthorizer
+  with ``broker`` and ``admin`` as its super users, random passwords, and the brokers reaching
+  every etcd member over TLS with their client certificate (``metadata.etcd.*``).
 - ``client.properties`` (librdkafka: confluent-kafka, kcat) and ``client-java.properties`` (the
   Java client, and Kafka's tools with ``--command-config``) for ``admin`` on the published
   ports, naming the CA by its path on the host (``--host-dir``).
@@ -31,6 +38,7 @@ from tools.dev_ca import DevCA  # noqa: E402
 
 CONTAINER_DIR = "/etc/kbroker/secrets"
 BROKER_HOSTS = ("broker1", "broker2", "broker3", "127.0.0.1", "localhost")
+ETCD_MEMBERS = ("etcd1", "etcd2", "etcd3")  # docker-compose.yml's services, one per node
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
@@ -48,6 +56,11 @@ def secure_properties(passwords: dict[str, str]) -> dict[str, str]:
         "ssl.truststore.type": "PEM", "ssl.truststore.location": f"{CONTAINER_DIR}/ca.pem",
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:broker;User:admin",
+        # host:port is all the broker takes: it speaks TLS to etcd because a CA is named.
+        "metadata.etcd.endpoints": ",".join(f"{m}:2379" for m in ETCD_MEMBERS),
+        "metadata.etcd.tls.ca.file": f"{CONTAINER_DIR}/ca.pem",
+        "metadata.etcd.tls.cert.file": f"{CONTAINER_DIR}/etcd-client.crt",
+        "metadata.etcd.tls.key.file": f"{CONTAINER_DIR}/etcd-client.key",
     }
 
 
@@ -85,12 +98,15 @@ def main(argv: list[str] | None = None) -> int:
 
     ca = DevCA(args.out, name="kbroker compose CA")
     ca.issue("broker", cn="kbroker", hosts=BROKER_HOSTS)
+    ca.issue("etcd", cn="etcd", hosts=(*ETCD_MEMBERS, "127.0.0.1", "localhost"))
+    ca.issue("etcd-client", cn="kbroker")
     passwords = {u: secrets.token_urlsafe(12) for u in ("broker", "admin")}
     (args.out / "server.properties").write_text(server_properties(args.base.read_text(), secure_properties(passwords)))
     librdkafka, java = client_settings(args.bootstrap, passwords["admin"], f"{args.host_dir}/ca.pem")
     (args.out / "client.properties").write_text(librdkafka)
     (args.out / "client-java.properties").write_text(java)
-    for stale in ("broker.crt", "broker.key"):  # broker.pem has both
+    # broker.pem has the broker's key and certificate; etcd wants them apart, and no bundle.
+    for stale in ("broker.crt", "broker.key", "etcd.pem", "etcd-client.pem"):
         (args.out / stale).unlink(missing_ok=True)
     return 0
 

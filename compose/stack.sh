@@ -6,8 +6,9 @@
 #   stack.sh build    the above, then the host's CA certificates into .build-ca/ and the image build
 #   stack.sh up       the above, then docker-compose up and a bounded wait for every health check
 #   stack.sh up --secure
-#                     the same with every listener on SASL_SSL (compose/secure.yml): a throwaway
-#                     CA, certificate and passwords made in the image by compose/make_secrets.py
+#                     the same with every listener on SASL_SSL and etcd on TLS, for its clients and
+#                     between its members (compose/secure.yml): a throwaway CA, certificates and
+#                     passwords made in the image by compose/make_secrets.py
 #                     into KBROKER_SECRETS_DIR (default compose/secrets, git-ignored) unless there,
 #                     and the admin's client settings printed
 #   stack.sh down     docker-compose down -v (containers, network, named volumes), and the secrets
@@ -15,7 +16,7 @@
 # default 19092..19094), DOCKERD_ARGS (extra dockerd flags), KBROKER_DOCKER_DIR (dockerd's log
 # and pid file, default /var/tmp/kbroker-docker), KBROKER_CACHE_DIR (debootstrap's downloaded
 # packages, kept for the next base image, default /var/cache/kbroker), KBROKER_SECRETS_DIR.
-# The image is built once (only the etcd service has the build; the brokers run its image) and
+# The image is built once (only the etcd1 service has the build; the others run its image) and
 # docker's layer cache keeps the Python dependencies while only the source changes.
 # Exit status 3: docker cannot be had here (not root, no apt-get, or dockerd does not start).
 set -euo pipefail
@@ -126,7 +127,7 @@ secure_profile() {
     mkdir -p "$SECRETS_DIR"
     docker run --rm -v "$PWD/compose:/compose:ro" -v "$SECRETS_DIR:/out" kbroker:local \
         python /compose/make_secrets.py /out --host-dir "$SECRETS_DIR" --bootstrap "$(published)"
-    say "made a CA, the brokers' certificate and passwords in $SECRETS_DIR"
+    say "made a CA, the brokers' and etcd's certificates and passwords in $SECRETS_DIR"
 }
 
 build() {

@@ -1,1 +1,1 @@
-"""Coordinators: cluster metadata (controller), consumer groups, transactions."""
+"""Coordinators: consumer groups (classic, KIP-848 and share groups) and transactions, each on its internal topic."""

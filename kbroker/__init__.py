@@ -6,7 +6,7 @@ runs in its own processes from :func:`kbroker.layout.app_root`, so that a projec
 ``tools`` or ``storage`` package neither shadows kbroker's nor is shadowed by it.
 
 - :class:`EmbeddedBroker`: one broker, ``with EmbeddedBroker() as b: b.bootstrap_servers``.
-- :class:`EmbeddedCluster`: etcd and three brokers, for failover tests.
+- :class:`EmbeddedCluster`: three nodes (a broker and an etcd member each), for failover tests.
 - ``kbroker.pytest_plugin``: the ``kafka_broker``, ``kafka_topic``, ``kafka_topic_factory`` and
   ``kafka_cluster`` fixtures (registered through the ``pytest11`` entry point).
 """

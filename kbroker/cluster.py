@@ -1,9 +1,12 @@
-"""``EmbeddedCluster``: etcd and N kbroker processes, for tests of failover in the user's own code.
+"""``EmbeddedCluster``: N kbroker nodes (a broker and an etcd member each), for tests of failover
+in the user's own code.
 
     with EmbeddedCluster(nodes=3) as cluster:
         topic = cluster.create_topic(partitions=3)          # replication factor 3
         cluster.kill(2)                                     # kill -9 broker 2
+        cluster.kill_etcd_member(2)                         # and the etcd member beside it
         ...
+        cluster.start_etcd_member(2)
         cluster.start_broker(2)
 
 It is the repository's cluster launcher (``tools/devcluster.py``) run from kbroker's own packages:
@@ -43,7 +46,9 @@ class EmbeddedCluster(TopicAdmin):
 
     def __init__(self, nodes: int = 3, config: dict[str, object] | None = None, *,
                  data_dir: str | os.PathLike | None = None, keep_data: bool = False,
-                 start_timeout: float = 90.0) -> None:
+                 start_timeout: float = 90.0, etcd_members: int | None = None) -> None:
+        """``etcd_members``: default one per node (at most 5), so losing one node loses one
+        member only; 1 starts faster and is a single point of failure."""
         launcher = _launcher()
         if launcher.etcd_binary() is None:
             raise BrokerStartError("EmbeddedCluster needs etcd on PATH (Debian/Ubuntu: apt-get install "
@@ -54,7 +59,7 @@ class EmbeddedCluster(TopicAdmin):
         self.start_timeout = start_timeout
         self.default_replication_factor = min(3, nodes)
         overrides = {**TEST_DEFAULTS, **{k: str(v) for k, v in (config or {}).items()}}
-        self._cluster = launcher.DevCluster(str(self.dir), nodes, overrides=overrides)
+        self._cluster = launcher.DevCluster(str(self.dir), nodes, overrides=overrides, etcd_members=etcd_members)
         self._cluster.die_with_parent = True  # a test run killed outright leaves nothing behind
 
     @property
@@ -136,6 +141,16 @@ class EmbeddedCluster(TopicAdmin):
     def restart_broker(self, node_id: int, kill: bool = False) -> None:
         self.kill(node_id) if kill else self.stop_broker(node_id)
         self.start_broker(node_id)
+
+    def kill_etcd_member(self, member_id: int) -> None:
+        """kill -9 one etcd member; the brokers move to the others while a majority remains."""
+        self._cluster.etcd_members[member_id].kill9()
+
+    def start_etcd_member(self, member_id: int) -> None:
+        """Start a killed etcd member again on its data; it rejoins the cluster as itself."""
+        member = self._cluster.etcd_members[member_id]
+        if not member.alive:
+            member.start(timeout=self.start_timeout)
 
     def pause(self, node_id: int) -> None:
         """SIGSTOP: the broker holds its connections and answers nothing (a long GC pause)."""

@@ -6,8 +6,9 @@
 - ``kafka_topic`` (function): a fresh one-partition topic on ``kafka_broker``, deleted afterwards.
 - ``kafka_topic_factory`` (function): ``kafka_topic_factory(partitions=3, config={...})`` makes
   more; all are deleted when the test ends.
-- ``kafka_cluster`` (session): an :class:`~kbroker.EmbeddedCluster` of three brokers on etcd,
-  with ``kill(node_id)``, ``stop_broker``, ``start_broker``, ``pause`` and ``resume``.
+- ``kafka_cluster`` (session): an :class:`~kbroker.EmbeddedCluster` of three nodes, a broker and
+  an etcd member each, with ``kill(node_id)``, ``stop_broker``, ``start_broker``, ``pause``,
+  ``resume``, ``kill_etcd_member`` and ``start_etcd_member``.
 
 When a test that uses a broker fails, the lines the broker logged during that test are added
 to the report. Every broker is stopped by pid when the session ends.

@@ -110,8 +110,11 @@ class ReplicationControlManager:
                            configs: dict[str, str], assignment: list[list[int]] | None = None) -> TopicState:
         """One topic (CreateTopics in a cluster, auto-creation, the internal topics)."""
         if not self.clustered:
-            return (await self.create_topics([TopicCreation(name, num_partitions, replication_factor,
-                                                            configs, assignment)]))[name]
+            outcome = (await self.create_topics([TopicCreation(name, num_partitions, replication_factor,
+                                                               configs, assignment)]))[name]
+            if isinstance(outcome, KafkaError):
+                raise outcome
+            return outcome
         self._check_creatable(name)
         if assignment is None:
             assignment = self._assign(num_partitions, replication_factor)

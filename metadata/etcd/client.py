@@ -239,7 +239,6 @@ class FailoverEtcdClient:
         self.on_switch = on_switch
         self._member = self._client(self._index)
         self._closing: set[asyncio.Task] = set()
-        self.switches = 0
 
     def _client(self, index: int) -> EtcdClient:
         host, port = self.endpoints[index]
@@ -250,13 +249,6 @@ class FailoverEtcdClient:
         """The member in use."""
         return self._member.address
 
-    @property
-    def member(self) -> EtcdClient:
-        return self._member
-
-    async def connect(self) -> None:
-        await self._member.connect()
-
     def switch(self, generation: int, reason: BaseException | str) -> None:
         """Move to the next member, unless another caller already moved on from ``generation``."""
         if generation != self.generation:
@@ -265,7 +257,6 @@ class FailoverEtcdClient:
         self._index = (self._index + 1) % len(self.endpoints)
         self._member = self._client(self._index)
         self.generation += 1
-        self.switches += 1
         if len(self.endpoints) > 1:
             log.info("etcd_member_switched", previous=old.address, now=self._member.address,
                      reason=repr(reason)[:200])
@@ -409,12 +400,6 @@ class FailoverEtcdClient:
                 raise
             return True
         return await self.call(revoke, timeout=timeout)
-
-    async def lease_ttl(self, lease_id: int, timeout: float | None = None) -> int:
-        """The lease's remaining TTL as the cluster has it (-1: no such lease)."""
-        async def ttl(m: EtcdClient):
-            return (await m.get_lease_info(lease_id, keys=False)).TTL
-        return await self.call(ttl, timeout=timeout)
 
     async def watch_prefix(self, prefix: bytes, start_revision: int):
         """A watch on the member in use and that member's generation: the watch ends with an

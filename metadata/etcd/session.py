@@ -148,9 +148,10 @@ class BrokerSession:
             await asyncio.sleep(interval)
             try:
                 # On as many members as it takes within half the TTL (the client moves on a
-                # failure), each given half an interval: a paused member is left in time.
+                # failure), each given most of an interval: a paused member is left in time,
+                # a member slow on a loaded machine is not left for nothing.
                 ttl = await self.client.refresh_lease(self.lease_id, timeout=self.ttl / 2,
-                                                      attempt_timeout=max(interval / 2, 0.3))
+                                                      attempt_timeout=max(interval * 0.75, 0.5))
                 if ttl <= 0:
                     log.warning("broker_lease_expired", node_id=self.node_id,
                                 cut_off_s=round(time.monotonic() - self.last_renewed, 3))

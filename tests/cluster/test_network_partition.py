@@ -1,13 +1,17 @@
-"""Acceptance 3: a partition leader cut off from the other brokers and from etcd by network
-namespaces. A new leader is elected; what the old leader took with acks=1 after the cut is
-truncated when it rejoins; nothing acknowledged with acks=all is lost."""
+"""A node cut off by network namespaces: its broker and the etcd member beside it, from the other
+two nodes and from the clients' side. A new leader is elected on the majority side; the cut
+leader stops acknowledging acks=all at once (its followers cannot reach it, and its minority
+member cannot change the ISR); what it took with acks=1 after the cut is truncated when it
+rejoins; nothing acknowledged with acks=all, on either side, is lost."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -22,6 +26,23 @@ from tests.support.cluster import (
     wait_isr_complete,
 )
 from tools.devcluster import REPO
+
+ISOLATED_ACKS_ALL = """
+import json, sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "acks": "all", "enable.idempotence": True,
+              "message.timeout.ms": 15000, "linger.ms": 2})
+def done(err, msg):
+    if err is None:
+        print(json.dumps({"t": time.time(), "offset": msg.offset(), "value": msg.value().decode()}), flush=True)
+end = time.time() + float(sys.argv[3])
+n = 0
+while time.time() < end:
+    p.produce(sys.argv[2], value=b"isolated-%06d" % n, partition=0, on_delivery=done)
+    p.poll(0.005)
+    n += 1
+p.flush(20)
+"""
 
 ISOLATED_PRODUCER = """
 import sys
@@ -88,3 +109,41 @@ def _stored_values(data_dir: str, topic: str) -> list[bytes]:
                 values.extend(r.value for r in rb.decode_records(data, pos)[1])
     return values
 
+
+
+def test_an_isolated_node_stops_acknowledging_and_nothing_acknowledged_is_lost(partitioned):
+    """The leader's whole node (broker and etcd member) cut off while a client beside it and a
+    client on the majority side produce acks=all: the isolated side's last acknowledgement comes
+    within the session timeout of the cut, the majority elects a new leader and carries on, and
+    after healing every record acknowledged on either side is in the log at the offset it was
+    acknowledged with."""
+    cluster, topo = partitioned
+    topic = f"isolated-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap, topic, partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+    wait_isr_complete(cluster, topic)
+    old = describe(cluster.bootstrap, topic)[0][0]
+    session_s = int(cluster.broker_properties()["broker.session.timeout.ms"]) / 1000
+    isolated = subprocess.Popen([*topo.prefix(old), sys.executable, "-c", ISOLATED_ACKS_ALL,
+                                 cluster.node(old).address, topic, "14"],
+                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    majority = ",".join(n.address for i, n in cluster.nodes.items() if i != old)
+    time.sleep(3)  # the isolated side's client is acknowledged before the cut
+    cut_at = time.time()
+    topo.cut(old)
+    try:
+        wait_for(lambda: describe(majority, topic)[0][0] not in (old, -1), 30, "a new leader on the majority side")
+        after = produce_values(majority, topic, 500)
+    finally:
+        out, _ = isolated.communicate(timeout=60)
+        topo.heal(old)
+    acks = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert any(a["t"] < cut_at for a in acks), "the isolated side's client was never acknowledged"
+    last = max(a["t"] for a in acks)
+    print(f"the isolated leader's last acks=all acknowledgement: {last - cut_at:+.3f}s from the cut "
+          f"(session timeout {session_s:.0f}s); {len(acks)} acknowledged there in all")
+    assert last < cut_at + session_s
+    wait_isr_complete(cluster, topic, timeout=90)
+    log = {m.offset(): m.value() for m in consume_all(cluster.bootstrap, topic, 1, len(acks) + len(after), timeout=60)}
+    lost = [a for a in acks if log.get(a["offset"]) != a["value"].encode()]
+    assert lost == [], f"{len(lost)} records acknowledged on the isolated side are not in the log: {lost[:3]}"
+    assert set(after) <= set(log.values())

@@ -5,7 +5,8 @@ must be valid, and must not be vacuous: its history holds acknowledged writes, r
 final read;
 (b) the sanity modes: readers at read_uncommitted must make the checker report G1a (aborted
 reads), and plain producers (no idempotence, retries) behind the duplicating proxy must make it
-report duplicates, each with the operations that show it, and exit non-zero.
+report duplicates, each with the operations that show it, and exit non-zero;
+(c) a fault the target cannot do (etcd-member on Apache Kafka) is refused in one line.
 """
 
 from __future__ import annotations
@@ -88,6 +89,24 @@ def test_txn_under_kill9_is_valid(tmp_path):
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["valid"] is True
     assert (tmp_path / "report.html").stat().st_size > 10000
+
+
+def test_a_fault_the_target_cannot_do_is_refused_in_one_line(tmp_path):
+    """An etcd fault on Apache Kafka (no etcd there) is refused before anything starts: exit 2,
+    one verdict line saying why, and a stderr line the matrix reads as an n/a cell."""
+    import shutil
+
+    from tools.verify.matrix import _unsupported
+
+    if shutil.which("java") is None:
+        pytest.skip("the kafka target needs java")
+    proc = verify(tmp_path, "--target", "kafka", "--workload", "txn", "--nemesis", "etcd-member",
+                  "--seconds", "5", timeout=120)
+    verdict = last_line(proc.stdout)
+    assert proc.returncode == 2, f"{verdict}\n{proc.stderr[-3000:]}"
+    assert verdict.startswith("valid: unknown (not run: target kafka cannot do the etcd-member fault"), verdict
+    assert "kill9 or machine covers it" in verdict
+    assert (_unsupported(proc.stderr) or "").startswith("n/a: "), proc.stderr[-2000:]
 
 
 def test_read_uncommitted_readers_report_g1a(tmp_path):

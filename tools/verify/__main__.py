@@ -11,7 +11,8 @@ import argparse
 import sys
 
 WORKLOADS = ("txn", "copier")
-FAULTS = ("kill9", "pause", "term", "partition", "etcd", "coordinator", "proxy", "client-kill")
+FAULTS = ("kill9", "pause", "term", "partition", "etcd", "machine", "etcd-member", "etcd-leader", "coordinator",
+          "proxy", "client-kill")
 VARIANTS = ("coordinator-pause", "proxy-delay", "proxy-duplicate", "proxy-reorder")  # narrower faults
 
 

@@ -5,8 +5,9 @@ Owns the list of standard runs and the results table: each run is ``python -m to
 ``verify-runs/matrix/`` (merged with earlier runs, so a partial matrix updates its cells only)
 and the table is rewritten between the markers in ``docs/verify.md``. Where it knowingly
 differs from Jepsen: Jepsen has no matrix runner (one ``lein run test`` per configuration);
-faults a target cannot do (etcd on Apache Kafka, partition without network namespaces) are
-cells marked n/a, not failures.
+faults a target cannot do (``etcd``, ``etcd-member`` and ``etcd-leader`` on Apache Kafka, whose
+metadata quorum is its own nodes) are cells marked n/a, not failures: the run refuses them in
+one line, and a cell never run shows n/a when the target's capabilities exclude it.
 
 ``python -m tools.verify.matrix [--targets devcluster,kafka] [--workloads txn,copier]
 [--faults kill9,pause,...] [--seconds 60] [--txn-seconds 120] [--records 100000] [--repeat 1]``
@@ -34,13 +35,24 @@ START, END = "<!-- verify-matrix:start -->", "<!-- verify-matrix:end -->"
 TARGETS = ("devcluster", "kafka")
 WORKLOADS = ("txn", "copier")
 # One fault at a time, then issue 18's mix (broker faults and copier kills in the same tick).
-FAULTS = ("none", "kill9", "pause", "term", "partition", "etcd", "coordinator", "proxy", "client-kill",
-          "kill9,pause,term,client-kill")
+FAULTS = ("none", "kill9", "pause", "term", "partition", "etcd", "machine", "etcd-member", "etcd-leader",
+          "coordinator", "proxy", "client-kill", "kill9,pause,term,client-kill")
 ISSUE18_INTERVAL = 15.0
 
 
 def cell_key(target: str, workload: str, faults: str) -> str:
     return f"{target}|{workload}|{faults}"
+
+
+def applicable(target: str, faults: str) -> bool:
+    """Whether ``target`` can do every fault of the set (``client-kill`` is the runner's; an
+    unknown target is given the benefit of the doubt)."""
+    from tools.verify.nemesis import capability
+    from tools.verify.targets import spec_capabilities
+
+    can = spec_capabilities(target)
+    names = [n.strip() for n in faults.split(",") if n.strip() not in ("", "none", "client-kill")]
+    return can is None or all(capability(n) in can for n in names)
 
 
 def run_one(target: str, workload: str, faults: str, seconds: float, records: int, seed: int,
@@ -104,11 +116,11 @@ def save_cells(cells: dict[str, list[dict]]) -> None:
     (RUNS / "results.json").write_text(json.dumps(cells, indent=1, sort_keys=True))
 
 
-def render_cell(runs: list[dict] | None) -> str:
+def render_cell(runs: list[dict] | None, applies: bool = True) -> str:
     """The cell of one (target, workload, faults): every run of the last batch; invalid if
-    any run was."""
+    any run was. A cell never run is n/a where the target cannot do the faults."""
     if not runs:
-        return "not run"
+        return "not run" if applies else "n/a"
     done = [r for r in runs if r.get("valid") is not None]
     if not done:
         err = str(runs[-1].get("error", ""))
@@ -171,8 +183,13 @@ def render(cells: dict[str, list[dict]], kept: dict[str, str] | None = None, las
     lines = ["| workload | faults | " + " | ".join(NAMES.get(t, t) for t in targets) + " |",
              "|---|---|" + "---|" * len(targets)]
     for workload, faults in rows:
-        row = [kept.get(cell_key(t, workload, faults)) or render_cell(cells.get(cell_key(t, workload, faults)))
-               for t in targets]
+        row = []
+        for t in targets:
+            key = cell_key(t, workload, faults)
+            text = kept.get(key)
+            if text is None or text == "not run":
+                text = render_cell(cells.get(key), applicable(t, faults))
+            row.append(text)
         lines.append(f"| {workload} | `{faults}` | " + " | ".join(row) + " |")
     when = max((r.get("when", "") for c in cells.values() for r in c), default="") or last_run
     return "\n".join(lines) + f"\n\nLast run: {when} UTC. Runs and reports: `verify-runs/matrix/`.\n"
@@ -189,8 +206,8 @@ def table_cells(table: str) -> dict[str, str]:
     for line in lines[2:]:
         workload, faults, *row = (c.strip() for c in line.strip().strip("|").split(" | "))
         for target, text in zip(targets, row):
-            if text != "not run":
-                cells[cell_key(target, workload, faults.strip("`"))] = text
+            # "not run" too: a row of the standard matrix stays until its cells are run
+            cells[cell_key(target, workload, faults.strip("`"))] = text
     return cells
 
 

@@ -5,15 +5,31 @@ target's (:mod:`.targets`). Every ``start``/``stop`` returns a dict for the hist
 runner records it as a ``nemesis`` operation's value): the phase, the node, the pid or
 container, what was done.
 
-Faults: ``kill9``, ``pause``, ``term``, ``partition``, ``etcd``, ``coordinator`` (kill -9 of
-a transaction or group coordinator), ``coordinator-pause`` (SIGSTOP of one), ``proxy``
-(delay, duplicate or reorder through :mod:`.proxy`) and ``proxy-delay``,
-``proxy-duplicate``, ``proxy-reorder``. Killing a client is the runner's (it owns them).
+Faults: ``kill9``, ``pause``, ``term``, ``partition`` (a node's link cut: on the devcluster
+its broker and the etcd member beside it, the history naming both), ``etcd`` (every etcd member
+killed: the metadata store down), ``coordinator`` (kill -9 of a transaction or group
+coordinator), ``coordinator-pause`` (SIGSTOP of one), ``proxy`` (delay, duplicate or reorder
+through :mod:`.proxy`) and ``proxy-delay``, ``proxy-duplicate``, ``proxy-reorder``, and for a
+node and the metadata store's members:
+
+- ``machine``: a whole node lost, its broker and its etcd member killed -9 together; ``stop()``
+  restarts the member, then the broker (waiting until it listens). On Apache Kafka, whose
+  combined node is one process, it is ``kill9`` (its ``restart`` as the stop).
+- ``etcd-member``: one etcd member killed -9 or paused, which chosen at random per start and
+  recorded as ``action``; ``stop()`` restarts it on its data, or resumes it.
+- ``etcd-leader``: the same on the member that leads etcd's Raft when the fault starts (the
+  history has ``leader``; a random member, said so, if no member names a leader in time).
+
+Killing a client is the runner's (it owns them).
 
 Where it knowingly differs from Jepsen: one fault instance hits one node at a time (Jepsen's
 ``:one`` targets; no majority/minority partitions or clock skew), and a pause always lasts
 past the target's session timeout: ``stop()`` waits out the rest before SIGCONT, so the
-broker loses its lease, which is the interesting case.
+broker loses its lease, which is the interesting case. A paused etcd member is held as long
+(past etcd's 1 s election timeout too, so a paused leader is deposed): a broker whose store
+client waits on it must move to another member before its own lease lapses. Jepsen's etcd
+tests kill and pause members as these do; ``machine`` is Jepsen's kill of a whole node, here
+where a node runs two processes.
 """
 
 from __future__ import annotations
@@ -143,6 +159,76 @@ class Etcd(Nemesis):
         return self.target.restart_etcd()
 
 
+class Machine(Nemesis):
+    """A whole node lost: the target's ``kill_machine`` (broker and etcd member killed -9
+    together); ``stop()`` is its ``restart_machine`` (member first, then the broker)."""
+
+    name, capability = "machine", "machine"
+
+    def _start(self, rng):
+        return self.target.kill_machine(self.pick_node(rng))
+
+    def _stop(self, active):
+        return self.target.restart_machine(active["node"])
+
+
+class EtcdMember(Nemesis):
+    """kill -9 or SIGSTOP (one of ``actions``, at random) of one etcd member that is up; a pause
+    is held past the session timeout, as a broker's."""
+
+    name, capability = "etcd-member", "etcd-member"
+    actions = ("kill9", "pause")
+
+    def hold_s(self) -> float:
+        return self.target.session_timeout_s + Pause.margin_s
+
+    def pick_member(self, rng: random.Random) -> int:
+        """A random member that is up (else any member)."""
+        members = self.target.etcd_member_ids()
+        if not members:
+            raise RuntimeError(f"target {self.target.name} has no etcd members")
+        up = [m for m in members if _safe(lambda m=m: self.target.etcd_member_up(m))]
+        return rng.choice(up or members)
+
+    def choose(self, rng: random.Random) -> tuple[int, dict]:
+        """The member to hit, and what the history should say about the choice."""
+        return self.pick_member(rng), {}
+
+    def _start(self, rng):
+        member, found = self.choose(rng)
+        action = rng.choice(self.actions)
+        if action == "pause":
+            return {**found, "action": action, **self.target.pause_etcd_member(member), "hold_s": self.hold_s()}
+        return {**found, "action": action, **self.target.kill_etcd_member(member)}
+
+    def _stop(self, active):
+        if active["action"] == "pause":
+            remaining = self.started_at + active["hold_s"] - time.monotonic()
+            if remaining > 0:
+                time.sleep(remaining)  # past the brokers' leases, as a broker's pause
+            paused_s = round(time.monotonic() - self.started_at, 3)  # resume waits for /health after SIGCONT
+            return {**self.target.resume_etcd_member(active["member"]), "paused_s": paused_s}
+        return self.target.restart_etcd_member(active["member"])
+
+
+class EtcdLeader(EtcdMember):
+    """:class:`EtcdMember` on the member leading etcd's Raft when it starts (the target's
+    ``etcd_leader``, asked for at most ``find_timeout_s``)."""
+
+    name, capability = "etcd-leader", "etcd-leader"
+    find_timeout_s = 5.0
+
+    def choose(self, rng):
+        try:
+            leader = self.target.etcd_leader(self.find_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - a fault still starts, on a random member
+            log.debug("etcd leader", error=str(exc))
+            leader = None
+        if leader is None:
+            return self.pick_member(rng), {"leader": "not found: a random member"}
+        return leader, {"leader": leader}
+
+
 class Coordinator(Nemesis):
     """kill -9 (or pause) the coordinator of a random transactional id or group among the keys
     the runner gives (``set_keys``), found with FindCoordinator; a random broker if there are
@@ -254,8 +340,28 @@ class Proxy(Nemesis):
         return {"mode": self.previous.name, "stats": self.proxy.stats.as_dict()}
 
 
-SIMPLE = {"kill9": Kill9, "term": Term, "pause": Pause, "partition": Partition, "etcd": Etcd}
+SIMPLE = {"kill9": Kill9, "term": Term, "pause": Pause, "partition": Partition, "etcd": Etcd, "machine": Machine,
+          "etcd-member": EtcdMember, "etcd-leader": EtcdLeader}
 NAMES = (*SIMPLE, "coordinator", "coordinator-pause", "proxy", *(f"proxy-{m}" for m in Proxy.MODES))
+# Where a target cannot do a fault, what it has instead (the error says so).
+INSTEAD = {"partition": {"devcluster": "partition needs devcluster:netns: network namespaces, root and iproute2",
+                         "kafka": "partition needs kafka made for a run with the partition fault (make_target "
+                                  "faults=): network namespaces, root and iproute2"},
+           "etcd": {"kafka": "Kafka's metadata quorum is its own nodes: kill9 or machine covers it"},
+           "etcd-member": {"kafka": "Kafka's metadata quorum is its own nodes: kill9 or machine covers it"},
+           "etcd-leader": {"kafka": "Kafka's metadata quorum is its own nodes: kill9 or machine covers it",
+                           "compose": "the compose target does not ask etcd for its leader"}}
+
+
+def capability(name: str) -> str:
+    """The target capability a fault name needs: its own, or its family's for a variant
+    (``proxy-delay``: ``proxy``; ``coordinator-pause``: ``coordinator``)."""
+    name = name.strip()
+    if name.startswith("proxy-"):
+        return "proxy"
+    if name == "coordinator-pause":
+        return "coordinator"
+    return name
 
 
 def make_nemeses(names: list[str], target: Target, proxy=None,
@@ -266,14 +372,16 @@ def make_nemeses(names: list[str], target: Target, proxy=None,
     for name in names:
         nemesis = _make(name.strip(), target, proxy, coordinator_keys)
         if nemesis.capability not in target.capabilities:
-            can = ", ".join(sorted(target.capabilities)) or "none"
-            needs = {"devcluster": "devcluster:netns",
-                     "kafka": "kafka made for a run with the partition fault (make_target faults=)"}
-            raise ValueError(f"target {target.name} cannot do the {name} fault (it can: {can})"
-                             + (f"; partition needs {needs[target.name]}: network namespaces, root and iproute2"
-                                if name == "partition" and target.name in needs else ""))
+            raise ValueError(unsupported_message(target, name))
         out.append(nemesis)
     return out
+
+
+def unsupported_message(target: Target, name: str) -> str:
+    """One line: the target cannot do the fault, what it can, and what it has instead if any."""
+    can = ", ".join(sorted(target.capabilities)) or "none"
+    instead = INSTEAD.get(capability(name), {}).get(target.name)
+    return f"target {target.name} cannot do the {name} fault (it can: {can})" + (f"; {instead}" if instead else "")
 
 
 def _make(name: str, target: Target, proxy, coordinator_keys) -> Nemesis:

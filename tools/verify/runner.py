@@ -403,8 +403,13 @@ class Schedule:
 
 
 def _base(fault: str) -> str:
-    """The capability a fault needs: ``proxy-delay`` the proxy, ``coordinator-pause`` ..."""
-    return fault.split("-")[0] if fault != CLIENT_FAULT else fault
+    """The capability a fault needs: ``proxy-delay`` the proxy, ``coordinator-pause`` the
+    coordinator one, ``etcd-member`` its own (:func:`tools.verify.nemesis.capability`)."""
+    if fault == CLIENT_FAULT:
+        return fault
+    from tools.verify.nemesis import capability
+
+    return capability(fault)
 
 
 def _short(info: dict) -> dict:
@@ -533,8 +538,9 @@ class Run:
         unsupported = [n for n in self.opts.nemesis
                        if n != CLIENT_FAULT and _base(n) not in getattr(self.target, "capabilities", ())]
         if unsupported:
-            can = ", ".join(sorted(getattr(self.target, "capabilities", ()))) or "none"
-            raise ValueError(f"target {self.opts.target} cannot do the {','.join(unsupported)} fault (it can: {can})")
+            from tools.verify.nemesis import unsupported_message
+
+            raise ValueError(unsupported_message(self.target, ",".join(unsupported)))
         t0 = time.monotonic()
         log.info("starting target", target=self.opts.target)
         self.target.start()

@@ -1,23 +1,29 @@
 """What a verification run checks: a cluster it starts and breaks, or one it only connects to.
 
 Owns the targets and their per-node fault primitives (kill -9, SIGSTOP/SIGCONT, SIGTERM,
-restart, network cut, etcd kill), each done by pid (or by container for ``compose``):
+restart, network cut; for the metadata store: the whole of etcd killed, one member killed,
+paused or restarted, the Raft leader found; a whole node, broker and member, lost), each done by
+pid (or by container for ``compose``), and which faults each target can do (``capabilities``):
 
-- ``devcluster``: :class:`tools.devcluster.DevCluster` (etcd and three brokers) with short
-  failover timeouts; ``devcluster:netns`` (or ``devcluster`` when the run asks for the
-  ``partition`` fault) puts each broker in its own network namespace behind a bridge, as
-  the partition tests do (:class:`Topology`; needs root and iproute2);
-- ``kafka``: Apache Kafka 4.3.1, three KRaft nodes (``compat/kafka/kraft_cluster.py``), in
-  namespaces the same way when the run asks for the ``partition`` fault (a cut node loses the
-  controller quorum, the other brokers and the clients);
-- ``compose``: the docker-compose stack (``compose/stack.sh``), faults through ``docker``;
+- ``devcluster``: :class:`tools.devcluster.DevCluster` (three nodes, each a broker and an etcd
+  member) with short failover timeouts; ``devcluster:netns`` (or ``devcluster`` when the run
+  asks for the ``partition`` fault) puts each node, broker and member, in its own network
+  namespace behind a bridge, as the partition tests do (:class:`Topology`; needs root and
+  iproute2);
+- ``kafka``: Apache Kafka 4.3.1, three combined KRaft nodes (``compat/kafka/kraft_cluster.py``),
+  in namespaces the same way when the run asks for the ``partition`` fault (a cut node loses the
+  controller quorum, the other brokers and the clients); a node's broker and controller are one
+  process, so its ``machine`` fault is its ``kill9``, and it has no etcd faults;
+- ``compose``: the docker-compose stack (``compose/stack.sh``), faults through ``docker``
+  (services ``brokerN`` and ``etcdN``; no ``etcd-leader``: the leader is not asked for there);
 - ``HOST:PORT,...``: an external cluster; no faults (only the proxy, which the runner owns).
 
 Where it knowingly differs from Jepsen: Jepsen runs each node on its own machine and cuts
 links with iptables; here the nodes share a host, so a partition is a bridge port set down
-(the cut broker loses etcd, the other brokers and the clients at once: Jepsen's
-``isolated`` one-node partition, not a majority/minority split of clients), and a pause is a
-signal to one process rather than to a whole machine. For ``compose`` a pause is
+(the cut node, its broker and its etcd member, loses the other members, the other brokers and
+the clients at once: Jepsen's ``isolated`` one-node partition, not a majority/minority split of
+clients), and a pause is a signal to one process rather than to a whole machine (``machine``
+kills a node's two processes together, but never pauses both). For ``compose`` a pause is
 ``docker pause`` (the cgroup freezer), because with ``init: true`` a SIGSTOP sent by
 ``docker kill -s STOP`` would only stop the container's init, not the broker.
 """
@@ -55,8 +61,20 @@ KAFKA_DEFAULTS = {
     "transaction.state.log.num.partitions": "10",
     "offsets.topic.num.partitions": "10",
 }
-ALL_FAULTS = frozenset({"kill9", "pause", "term", "partition", "etcd", "proxy", "coordinator"})
-PROCESS_FAULTS = frozenset({"kill9", "pause", "term", "proxy", "coordinator"})
+ALL_FAULTS = frozenset({"kill9", "pause", "term", "partition", "etcd", "proxy", "coordinator", "machine",
+                        "etcd-member", "etcd-leader"})
+# What any target of broker processes can do; ``machine`` is kill9 where a node is one process.
+PROCESS_FAULTS = frozenset({"kill9", "pause", "term", "proxy", "coordinator", "machine"})
+KAFKA_FAULTS = PROCESS_FAULTS  # plus partition when made with namespaces
+COMPOSE_FAULTS = PROCESS_FAULTS | {"etcd-member"}
+ETCD_REJOIN_S = 20.0  # how long a restarted, resumed or reconnected member may take to answer /health
+
+
+def spec_capabilities(spec: str) -> frozenset[str] | None:
+    """The faults a target spec can do when made for them (``partition`` included where it makes
+    network namespaces), without making it: the matrix marks the others n/a. None: unknown."""
+    return {"devcluster": ALL_FAULTS, "devcluster:netns": ALL_FAULTS, "kafka": KAFKA_FAULTS | {"partition"},
+            "compose": COMPOSE_FAULTS}.get(spec.strip())
 
 
 class TargetUnavailable(RuntimeError):
@@ -142,6 +160,33 @@ class Target:
     def restart_etcd(self) -> dict:
         self._unsupported("restart etcd")
 
+    def kill_machine(self, node_id: int) -> dict:
+        self._unsupported("kill a whole node")
+
+    def restart_machine(self, node_id: int) -> dict:
+        self._unsupported("restart a whole node")
+
+    def etcd_member_ids(self) -> list[int]:
+        return []
+
+    def etcd_member_up(self, member_id: int) -> bool:
+        return False
+
+    def kill_etcd_member(self, member_id: int) -> dict:
+        self._unsupported("kill -9 an etcd member")
+
+    def pause_etcd_member(self, member_id: int) -> dict:
+        self._unsupported("pause an etcd member")
+
+    def resume_etcd_member(self, member_id: int) -> dict:
+        self._unsupported("resume an etcd member")
+
+    def restart_etcd_member(self, member_id: int) -> dict:
+        self._unsupported("restart an etcd member")
+
+    def etcd_leader(self, timeout: float = 10.0) -> int | None:
+        self._unsupported("find etcd's leader")
+
 
 # --------------------------------------------------------------------------- helpers
 def _split(address: str) -> tuple[str, int]:
@@ -206,10 +251,11 @@ def _ip(*args: str, netns: str | None = None) -> None:
 
 
 class Topology:
-    """A bridge in the root namespace (the address etcd and the clients use) and, per broker,
-    a namespace whose veth peer is attached to the bridge. Cutting a broker off sets its
-    bridge-side link down: it reaches neither etcd nor the other brokers, and only a client
-    inside its own namespace reaches it. Needs root and iproute2.
+    """A bridge in the root namespace (the address the clients use) and, per node, a namespace
+    whose veth peer is attached to the bridge. Cutting a node off sets its bridge-side link
+    down: what runs in it (a broker, and on the devcluster its etcd member) reaches neither the
+    other members nor the other brokers, and only a client inside its own namespace reaches
+    it. Needs root and iproute2.
 
     Where dockerd runs, the FORWARD chain's policy is DROP and bridged frames pass through
     iptables (br_netfilter): the topology accepts its own bridge's traffic first, and takes
@@ -376,7 +422,12 @@ class NetnsNodes:
 
 
 class DevClusterTarget(NetnsNodes, ProcessTarget):
-    """etcd and three kbroker processes (``tools.devcluster``), optionally in namespaces."""
+    """Three kbroker nodes (``tools.devcluster``), each a broker and the etcd member beside it,
+    optionally in namespaces (member i then runs in node i's: a cut node loses its member too).
+
+    The etcd primitives work on one member (``etcd_members``, ids as the nodes'); a member is up
+    when it runs, is not paused and not cut off, and etcd is up when every member is up and
+    answers ``/health``."""
 
     cut_label = "etcd+brokers+clients"
 
@@ -400,6 +451,7 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
         self.name = "devcluster:netns" if netns else "devcluster"
         self.cluster = None
         self.cut: set[int] = set()
+        self.etcd_paused: set[int] = set()
 
     @property
     def session_timeout_s(self) -> float:
@@ -428,7 +480,8 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
             raise
         self.bootstrap = cluster.bootstrap
         log.info("devcluster started", bootstrap=self.bootstrap, netns=self.netns,
-                 pids={n: node.proc.pid for n, node in cluster.nodes.items()})
+                 pids={n: node.proc.pid for n, node in cluster.nodes.items()},
+                 etcd_pids={m.name: m.proc.pid for m in cluster.etcd_members.values()})
 
     def stop(self) -> None:
         cluster, self.cluster = self.cluster, None
@@ -437,16 +490,20 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
                 node.resume()
             self._heal_cut_links()
             try:
-                cluster.stop()
+                cluster.stop()  # resumes paused members itself
             finally:
                 cluster.kill()
         self.paused.clear()
+        self.etcd_paused.clear()
         self._destroy_topology()
 
-    def _node(self, node_id: int):
+    def _cluster(self):
         if self.cluster is None:
             raise RuntimeError("devcluster target is not started")
-        return self.cluster.node(node_id)
+        return self.cluster
+
+    def _node(self, node_id: int):
+        return self._cluster().node(node_id)
 
     def node_ids(self) -> list[int]:
         return list(range(1, self.n_nodes + 1))
@@ -455,6 +512,26 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
         node = self._node(node_id)
         return node.host, node.port
 
+    # -- the network: a node's member is in its namespace, and is cut with it
+    def _member_beside(self, node_id: int):
+        return self.cluster.etcd_members.get(node_id) if self.cluster is not None else None
+
+    def partition(self, node_id: int) -> dict:
+        done = super().partition(node_id)
+        member = self._member_beside(node_id)
+        return {**done, "etcd_member": member.name} if member is not None else done
+
+    def heal(self, node_id: int) -> dict:
+        """The link up again; waits (bounded) until the node's member has rejoined (answers
+        ``/health``), so that the next fault does not find the store a member short."""
+        done = super().heal(node_id)
+        member = self._member_beside(node_id)
+        if member is None:
+            return done
+        return {**done, "etcd_member": member.name,
+                "etcd_healthy": member.alive and _poll(member.health, ETCD_REJOIN_S)}
+
+    # -- the whole store
     def kill_etcd(self) -> dict:
         """Every etcd member killed: the metadata store is down."""
         members = self.cluster.etcd_members.values() if self.cluster else ()
@@ -462,12 +539,13 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
         for member in members:
             member.resume()
             member.kill9()
+        self.etcd_paused.clear()
         return {"etcd_pids": pids, "signal": "KILL"}
 
     def restart_etcd(self) -> dict:
-        cluster = self.cluster
-        if cluster is None:
-            raise RuntimeError("devcluster target is not started")
+        cluster = self._cluster()
+        for member_id in list(self.etcd_paused):
+            self.resume_etcd_member(member_id)
         down = [m.name for m in cluster.etcd_members.values() if not m.alive]
         if down:
             cluster.start_etcd()
@@ -475,10 +553,104 @@ class DevClusterTarget(NetnsNodes, ProcessTarget):
                 "started": down}
 
     def etcd_up(self) -> bool:
-        return self.cluster is not None and all(m.alive for m in self.cluster.etcd_members.values())
+        """Every member running, neither paused nor cut off, and answering ``/health``."""
+        if self.cluster is None:
+            return False
+        ids = self.etcd_member_ids()
+        return all(self.etcd_member_up(i) for i in ids) and all(self.cluster.etcd_members[i].health() for i in ids)
+
+    # -- one member
+    def _member(self, member_id: int):
+        return self._cluster().etcd_members[member_id]
+
+    def etcd_member_ids(self) -> list[int]:
+        return sorted(self.cluster.etcd_members) if self.cluster is not None else []
+
+    def etcd_member_up(self, member_id: int) -> bool:
+        cut = self.topology is not None and member_id in self.cut  # member i is in node i's namespace
+        return self._member(member_id).alive and member_id not in self.etcd_paused and not cut
+
+    def _member_entry(self, member_id: int) -> dict:
+        member = self._member(member_id)
+        return {"member": member_id, "etcd_member": member.name, "pid": member.proc.pid if member.alive else None}
+
+    def kill_etcd_member(self, member_id: int) -> dict:
+        member = self._member(member_id)
+        done = self._member_entry(member_id)
+        _signal(member.proc, signal.SIGCONT)  # a stopped process dies only once continued
+        member.kill9()
+        self.etcd_paused.discard(member_id)
+        return {**done, "signal": "KILL"}
+
+    def pause_etcd_member(self, member_id: int) -> dict:
+        pid = _signal(self._member(member_id).proc, signal.SIGSTOP)
+        if pid is not None:
+            self.etcd_paused.add(member_id)
+        return {**self._member_entry(member_id), "signal": "STOP"}
+
+    def resume_etcd_member(self, member_id: int) -> dict:
+        member = self._member(member_id)
+        _signal(member.proc, signal.SIGCONT)
+        self.etcd_paused.discard(member_id)
+        return {**self._member_entry(member_id), "signal": "CONT",
+                "healthy": member.alive and _poll(member.health, ETCD_REJOIN_S)}
+
+    def restart_etcd_member(self, member_id: int, timeout: float = ETCD_REJOIN_S) -> dict:
+        """Bring the member back (SIGCONT if paused, start it on its data if it is down); waits
+        until it answers ``/health`` (it has a leader again), at most ``timeout``."""
+        member = self._member(member_id)
+        if member.alive:
+            return {**self.resume_etcd_member(member_id), "started": False}
+        member.start(wait=True, timeout=timeout)
+        return {**self._member_entry(member_id), "started": True, "healthy": _poll(member.health, timeout)}
+
+    def etcd_leader(self, timeout: float = 10.0) -> int | None:
+        """The id of the member leading etcd's Raft now (None: no member named one)."""
+        cluster = self._cluster()
+        up = [i for i in self.etcd_member_ids() if self.etcd_member_up(i)]
+        if len(up) == len(cluster.etcd_members):
+            return cluster.etcd_leader(timeout)
+        # DevCluster.etcd_leader asks every running member, a paused or cut one included, which
+        # would hold the answer up for a call timeout: ask the members that are up.
+        from tools.etcd_admin import leader
+
+        found = leader(",".join(cluster.etcd_members[i].address for i in up), None, timeout) if up else None
+        return int(found.name.rsplit("-", 1)[1]) if found is not None and found.name else None
+
+    # -- a whole node
+    def kill_machine(self, node_id: int) -> dict:
+        """kill -9 of node ``node_id``'s broker and its etcd member at once: both signalled
+        before either is waited for, as a machine's power cut."""
+        node, member = self._node(node_id), self._member_beside(node_id)
+        pid = self.pid(node_id)
+        etcd_pid = member.proc.pid if member is not None and member.alive else None
+        procs = [node.proc, member.proc if member is not None else None]
+        for proc in procs:
+            _signal(proc, signal.SIGCONT)  # a stopped process dies only once continued
+        for proc in procs:
+            _signal(proc, signal.SIGKILL)
+        node.kill9()  # reaps it
+        self.paused.discard(node_id)
+        done = {"node": node_id, "pid": pid, "signal": "KILL"}
+        if member is not None:
+            member.kill9()
+            self.etcd_paused.discard(node_id)
+            done.update(etcd_member=member.name, etcd_pid=etcd_pid)
+        return done
+
+    def restart_machine(self, node_id: int) -> dict:
+        """The node back: its member first (the broker's own member is among the ones it may
+        use), then the broker, waiting until it listens."""
+        out = {}
+        if self._member_beside(node_id) is not None:
+            m = self.restart_etcd_member(node_id)
+            out = {"etcd_member": m["etcd_member"], "etcd_pid": m["pid"], "etcd_started": m["started"],
+                   "etcd_healthy": m["healthy"]}
+        return {**self.restart(node_id), **out}
 
     def wait_healthy(self, timeout: float) -> bool:
-        """etcd up, every broker alive and unpaused, and every broker's Metadata lists all."""
+        """Every etcd member up and healthy, every broker alive and unpaused, and every
+        broker's Metadata lists all."""
         if self.cluster is None:
             return False
         want = set(self.node_ids())
@@ -523,7 +695,7 @@ class KafkaTarget(NetnsNodes, ProcessTarget):
     controller quorum, the other brokers and the clients at once."""
 
     name = "kafka"
-    capabilities = PROCESS_FAULTS
+    capabilities = KAFKA_FAULTS
     cut_label = "quorum+brokers+clients"
     term_timeout_s = 60.0
     restart_timeout_s = 120.0
@@ -540,7 +712,7 @@ class KafkaTarget(NetnsNodes, ProcessTarget):
         self.overrides = {**KAFKA_DEFAULTS, **(overrides or {})}
         self.n_nodes = nodes
         self.netns = netns
-        self.capabilities = frozenset(PROCESS_FAULTS | {"partition"} if netns else PROCESS_FAULTS)
+        self.capabilities = frozenset(KAFKA_FAULTS | {"partition"} if netns else KAFKA_FAULTS)
         self.name = "kafka:netns" if netns else "kafka"
         self.cluster = None
         self.cut: set[int] = set()
@@ -590,6 +762,13 @@ class KafkaTarget(NetnsNodes, ProcessTarget):
 
     def broker_address(self, node_id: int) -> tuple[str, int]:
         return _split(self._node(node_id).address)
+
+    def kill_machine(self, node_id: int) -> dict:
+        """A combined node's broker and controller are one process: its kill -9."""
+        return {**self.kill9(node_id), "machine": "broker+controller (one process)"}
+
+    def restart_machine(self, node_id: int) -> dict:
+        return self.restart(node_id)
 
     def wait_healthy(self, timeout: float) -> bool:
         if self.cluster is None:
@@ -656,7 +835,7 @@ class ComposeTarget(Target):
     this target brought it up."""
 
     name = "compose"
-    capabilities = PROCESS_FAULTS
+    capabilities = COMPOSE_FAULTS
 
     def __init__(self, work_dir: str, overrides: dict[str, str] | None = None) -> None:
         reason = docker_unavailable()
@@ -672,6 +851,7 @@ class ComposeTarget(Target):
                         "server.properties)", overrides=sorted(overrides))
         self.started_stack = False
         self.paused: set[int] = set()
+        self.etcd_paused: set[int] = set()
         self._session_timeout_s: float | None = None
 
     @property
@@ -692,14 +872,15 @@ class ComposeTarget(Target):
             text = _read_text(COMPOSE_PROPERTIES)
         self._session_timeout_s = _session_timeout_ms(text) / 1000
 
-    def container(self, node_id: int, running_only: bool = False) -> str:
+    def container(self, node_id: int, running_only: bool = False, service: str = "broker") -> str:
+        """The container of service ``brokerN`` (or ``etcdN`` with ``service="etcd"``)."""
         args = ["ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}",
-                "--filter", f"label=com.docker.compose.service=broker{node_id}"]
+                "--filter", f"label=com.docker.compose.service={service}{node_id}"]
         if not running_only:
             args.insert(1, "-a")
         ids = _docker(*args).split()
         if not ids:
-            raise RuntimeError(f"compose: no container for broker{node_id} in project {self.project}")
+            raise RuntimeError(f"compose: no container for {service}{node_id} in project {self.project}")
         return ids[0]
 
     def start(self) -> None:
@@ -718,16 +899,19 @@ class ComposeTarget(Target):
         for n in list(self.paused):
             with contextlib.suppress(Exception):
                 self.resume(n)
+        for n in list(self.etcd_paused):
+            with contextlib.suppress(Exception):
+                self.resume_etcd_member(n)
         with contextlib.suppress(Exception):
             self.logs()  # the containers' logs, before a down removes them
         if self.started_stack:
             subprocess.run([str(REPO / "compose" / "stack.sh"), "down"], capture_output=True, timeout=300)
             self.started_stack = False
 
-    def _running(self, node_id: int) -> bool:
+    def _running(self, node_id: int, service: str = "broker") -> bool:
         try:
             return bool(_docker("ps", "-q", "--filter", f"label=com.docker.compose.project={self.project}",
-                                "--filter", f"label=com.docker.compose.service=broker{node_id}"))
+                                "--filter", f"label=com.docker.compose.service={service}{node_id}"))
         except (RuntimeError, OSError, subprocess.TimeoutExpired):
             return False
 
@@ -775,9 +959,61 @@ class ComposeTarget(Target):
         self.paused.discard(node_id)
         return {"node": node_id, "container": cid, "signal": "thaw"}
 
+    # -- etcd members (service etcdN, node N's): docker kill, pause and start, as for the brokers
+    def etcd_member_ids(self) -> list[int]:
+        return self.node_ids()
+
+    def etcd_member_up(self, member_id: int) -> bool:
+        return self._running(member_id, "etcd") and member_id not in self.etcd_paused
+
+    def _etcd_healthy(self, member_id: int) -> bool:
+        """Its compose health check passes (/health answers: it has a leader)."""
+        cid = self.container(member_id, service="etcd")
+        return _docker("inspect", "-f", "{{.State.Health.Status}}", cid, check=False) == "healthy"
+
+    def kill_etcd_member(self, member_id: int) -> dict:
+        cid = self.container(member_id, service="etcd")
+        if member_id in self.etcd_paused:
+            self.resume_etcd_member(member_id)  # docker refuses to kill a paused container
+        _docker("kill", "-s", "KILL", cid, check=False)
+        return {"member": member_id, "etcd_member": f"etcd{member_id}", "container": cid, "signal": "KILL"}
+
+    def pause_etcd_member(self, member_id: int) -> dict:
+        cid = self.container(member_id, service="etcd")
+        _docker("pause", cid)
+        self.etcd_paused.add(member_id)
+        return {"member": member_id, "etcd_member": f"etcd{member_id}", "container": cid, "signal": "freeze"}
+
+    def resume_etcd_member(self, member_id: int) -> dict:
+        cid = self.container(member_id, service="etcd")
+        _docker("unpause", cid, check=False)
+        self.etcd_paused.discard(member_id)
+        return {"member": member_id, "etcd_member": f"etcd{member_id}", "container": cid, "signal": "thaw",
+                "healthy": _poll(lambda: self._etcd_healthy(member_id), ETCD_REJOIN_S, interval=1.0)}
+
+    def restart_etcd_member(self, member_id: int, timeout: float = ETCD_REJOIN_S + 10) -> dict:
+        cid = self.container(member_id, service="etcd")
+        if member_id in self.etcd_paused:
+            return {**self.resume_etcd_member(member_id), "started": False}
+        if not self._running(member_id, "etcd"):
+            _docker("start", cid)
+        # the health check runs every 2 s: "healthy" once the member answers /health again
+        healthy = _poll(lambda: self._etcd_healthy(member_id), timeout, interval=1.0)
+        return {"member": member_id, "etcd_member": f"etcd{member_id}", "container": cid, "started": True,
+                "healthy": healthy}
+
+    def kill_machine(self, node_id: int) -> dict:
+        """``brokerN`` and ``etcdN`` killed -9, one right after the other."""
+        member = self.kill_etcd_member(node_id)
+        return {**self.kill9(node_id), "etcd_member": member["etcd_member"], "etcd_container": member["container"]}
+
+    def restart_machine(self, node_id: int) -> dict:
+        member = self.restart_etcd_member(node_id)
+        return {**self.restart(node_id), "etcd_member": member["etcd_member"], "etcd_healthy": member["healthy"]}
+
     def wait_healthy(self, timeout: float) -> bool:
         want = set(self.node_ids())
-        return _poll(lambda: all(self.is_up(n) for n in want)
+        return _poll(lambda: all(self.etcd_member_up(n) for n in want) and all(self.is_up(n) for n in want)
                      and all(want <= set(_metadata_brokers(*self.broker_address(n))) for n in want), timeout)
 
     def logs(self) -> dict[str, str]:

@@ -210,6 +210,8 @@ def member_failed(exc: BaseException) -> bool:
                         etcd_errors.ConnectionTimeoutError, etcd_errors.UnauthenticatedError,
                         etcd_errors.WatchTimeoutError)):
         return True
+    if isinstance(exc, etcd_errors.InternalError) and "from Core" in str(exc):
+        return True  # gRPC's own: a call on a channel shut down under it
     return _code(exc) in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                           grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAUTHENTICATED)
 

@@ -154,7 +154,8 @@ class BrokerSession:
                                                       attempt_timeout=max(interval * 0.75, 0.5))
                 if ttl <= 0:
                     log.warning("broker_lease_expired", node_id=self.node_id,
-                                cut_off_s=round(time.monotonic() - self.last_renewed, 3))
+                                since_last_renewal_s=round(time.monotonic() - self.last_renewed, 3),
+                                action="registering again")
                     await self.register(self.registration, self.ttl * 2 + 2)
                     for listener in self.lease_listeners:
                         listener()

@@ -8,6 +8,8 @@ phases below against a replication-factor-3 topic, and reports figures and ours/
     python bench/cluster_bench.py --target ours --quick     # smoke run
     python bench/cluster_bench.py --target kafka --rate-mb 10 --failover-trials 3
     python bench/cluster_bench.py --target both --phases eos   # transactions, coordinators
+    python bench/cluster_bench.py --target both --phases machine,etcd-leader,controller,leader --failover-trials 5
+    python bench/cluster_bench.py --target both --phases metadata-writes   # 100 x 100 partitions, RF 3
 
 Phases (``--phases``, default max,rate,leader,controller; ``eos`` = txn,txn-failover,group-failover):
 
@@ -21,7 +23,25 @@ Phases (``--phases``, default max,rate,leader,controller; ``eos`` = txn,txn-fail
               the kill whose offset is past every offset acknowledged before it)
   controller  kill -9 of the controller; CreateTopics with a fresh name every 100 ms; time from
               the kill until a create succeeded and every partition of that topic is led by a
-              live broker
+              live broker (``applied_s``: until any probe topic was, its create answered in
+              time or not)
+  etcd-leader ours only (Kafka's counterpart is ``controller``: its active controller leads its
+              metadata quorum): kill -9 of the etcd member leading etcd's Raft, every broker
+              left up; the same CreateTopics probe: time to the next metadata write
+  machine     a whole node lost: kill -9 of node N's broker and (ours) the etcd member beside
+              it, left down for the trial, while an idempotent acks=all producer sends one small
+              record to each partition of an RF-3, min.insync.replicas=2 topic every 5 ms; from
+              the kill: ``acks_s`` (every partition acknowledged a record sent after the kill),
+              ``create_s`` (CreateTopics at RF 3 of ``--machine-probe-partitions``, a fresh name,
+              one attempt at a time, again 100 ms after each failed one started, until one
+              succeeds and then until every partition of it is led by a live broker),
+              ``group_s`` (a new group's consumer read a record and had a synchronous commit
+              accepted), ``txn_s`` (a new transactional producer initialized, produced and
+              committed), ``failover_s`` (the last of the four). The node is the metadata
+              quorum leader's (ours: etcd's Raft leader; Kafka: the active controller) in trials
+              1, 3, ... and another node in trials 2, 4, ...; the group's and the producer's
+              coordinator is the lost node. Then the node is restarted and every topic waits for
+              a full ISR.
   txn         txn_bench's loop on an RF-3 topic: begin, ``--txn-records`` (10) x 1 KB, commit;
               ``--txn-runs`` runs of ``--txns`` transactions after ``--txn-warmup``: txn/s,
               commit p50/p99 (commit_transaction() call to return), broker CPU-ms/txn
@@ -39,14 +59,20 @@ Phases (``--phases``, default max,rate,leader,controller; ``eos`` = txn,txn-fail
               and until each of the three has had an OffsetCommit accepted (``served_s``)
   After each coordinator kill the node is restarted and the failover topic, __transaction_state
   and __consumer_offsets wait for a full ISR; ``--coordinator-trials`` (3) kills per phase.
+  metadata-writes ``--metadata-topics`` (100) topics of ``--metadata-partitions`` (100) at RF 3,
+              CreateTopics in requests of ``--metadata-batch`` (50) topics, one after the other:
+              seconds until every request was answered and until every partition is led with a
+              full ISR, broker and etcd CPU meanwhile; then DeleteTopics until none is listed.
+              It runs last (its partitions stay for no other phase).
 
 Broker CPU = utime+stime from /proc/PID/stat, summed over the three broker processes (and
 their children).  For ours, etcd's CPU is reported on its own line, because Kafka's
 controllers run inside the broker JVMs (combined mode).  MB = 10^6 bytes, GB = 10^9 bytes.
 
-Targets: ``ours`` = ``tools.devcluster.DevCluster`` (etcd + 3 ``python -m broker`` processes
-run with this interpreter); ``kafka`` = Apache Kafka 4.3.1, 3 combined broker+controller
-nodes started by compat/kafka/kraft_cluster.py (``--kafka-heap``, default -Xmx512M -Xms512M).
+Targets: ``ours`` = ``tools.devcluster.DevCluster`` (an etcd member beside each of 3 ``python -m
+broker`` processes run with this interpreter; ``--etcd-members`` for another count);
+``kafka`` = Apache Kafka 4.3.1, 3 combined broker+controller nodes started by
+compat/kafka/kraft_cluster.py (``--kafka-heap``, default -Xmx512M -Xms512M).
 The targets run one after the other, never at the same time.  A table goes to stdout,
 progress to stderr, everything to a JSON file (``--json``).
 """
@@ -56,6 +82,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import itertools
 import json
 import os
 import platform
@@ -101,6 +128,8 @@ class Cluster:
     name = "?"
     version = ""
     bootstrap = ""
+    # what leads the metadata quorum: the node whose loss costs an election
+    metadata_leader_name = "?"
 
     def start(self) -> None: ...
     def stop(self) -> None: ...
@@ -111,15 +140,26 @@ class Cluster:
     def restart(self, node_id: int) -> None: ...
     def alive(self) -> set[int]: ...
     def controller_id(self) -> int: ...
+    def metadata_leader(self) -> int: ...
     def governing_settings(self) -> dict[str, str]:
         return {}
+
+    def kill_machine(self, node_id: int) -> None:
+        """kill -9 of everything that runs on node `node_id`."""
+        self.kill9(node_id)
+
+    def kill_etcd_member(self, member_id: int) -> None:
+        raise NotImplementedError(f"{self.name} has no etcd")
+
+    def restart_etcd_members(self) -> None: ...
 
 
 class OursCluster(Cluster):
     name = "ours"
+    metadata_leader_name = "etcd leader"
 
-    def __init__(self, overrides: dict[str, str], keep: bool):
-        self.overrides, self.keep = overrides, keep
+    def __init__(self, overrides: dict[str, str], keep: bool, etcd_members: int | None = None):
+        self.overrides, self.keep, self.etcd_members = overrides, keep, etcd_members
         self.version = _git_rev()
         self.dc = None
         self.tmp: Path | None = None
@@ -128,9 +168,12 @@ class OursCluster(Cluster):
         from tools.devcluster import DevCluster  # our package; imported only for this target
 
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-cluster-ours-"))
-        self.dc = DevCluster(str(self.tmp), nodes=3, base_port=0, overrides=self.overrides)
-        log(f"ours: starting etcd + 3 brokers ({sys.executable} -m broker, overrides {self.overrides}), "
-            f"logs in {self.tmp}")
+        # etcd_members None: DevCluster's default (one member per node); a tree from before the
+        # etcd cluster (one etcd process, `dc.etcd`) takes no such argument
+        extra = {} if self.etcd_members is None else {"etcd_members": self.etcd_members}
+        self.dc = DevCluster(str(self.tmp), nodes=3, base_port=0, overrides=self.overrides, **extra)
+        log(f"ours: starting {self._members_text()} + 3 brokers ({sys.executable} -m broker, "
+            f"overrides {self.overrides}), logs in {self.tmp}")
         try:
             self.dc.start()
         except Exception:
@@ -150,8 +193,16 @@ class OursCluster(Cluster):
     def broker_pids(self) -> dict[int, int]:
         return {i: n.proc.pid for i, n in self.dc.nodes.items() if n.alive}
 
+    def _members_text(self) -> str:
+        members = getattr(self.dc, "etcd_members", None)
+        return "etcd (one process)" if members is None else f"etcd ({len(members)} members)"
+
     def extra_pids(self) -> dict[str, int]:
-        return {m.name: m.proc.pid for m in self.dc.etcd_members.values() if m.alive}
+        members = getattr(self.dc, "etcd_members", None)
+        if members is None:  # a tree from before the etcd cluster (A/B runs): one process
+            e = self.dc.etcd
+            return {"etcd": e.pid} if e is not None and e.poll() is None else {}
+        return {m.name: m.proc.pid for m in members.values() if m.alive}
 
     def kill9(self, node_id: int) -> None:
         self.dc.nodes[node_id].kill9()
@@ -159,6 +210,28 @@ class OursCluster(Cluster):
     def restart(self, node_id: int) -> None:
         self.dc.nodes[node_id].start()
         self.dc.wait_registered(set(self.dc.nodes), 120)
+
+    def metadata_leader(self) -> int:
+        """The node whose etcd member leads etcd's Raft (member i runs beside broker i)."""
+        deadline = time.monotonic() + 30
+        while (found := self.dc.etcd_leader()) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no etcd member reports a leader")
+            time.sleep(0.2)
+        return found
+
+    def kill_etcd_member(self, member_id: int) -> None:
+        self.dc.etcd_members[member_id].kill9()
+
+    def restart_etcd_members(self) -> None:
+        """Start every member that is down (on its data: it rejoins), until all are healthy."""
+        self.dc.start_etcd()
+
+    def kill_machine(self, node_id: int) -> None:
+        """kill -9 of the node's broker, then of the etcd member beside it."""
+        self.dc.nodes[node_id].kill9()
+        if node_id in self.dc.etcd_members:
+            self.dc.etcd_members[node_id].kill9()
 
     def alive(self) -> set[int]:
         return {i for i, n in self.dc.nodes.items() if n.alive}
@@ -177,15 +250,22 @@ class OursCluster(Cluster):
         """From the first node's `effective_config` start-up log line."""
         text = self.dc.nodes[1].output()
         out = {}
-        for key in ("broker.session.timeout.ms", "replica.lag.time.max.ms", "request.timeout.ms",
-                    "transaction.partition.verification.enable", *COORDINATOR_SETTINGS):
+        for key in ("broker.session.timeout.ms", "controller.quorum.fetch.timeout.ms", "replica.lag.time.max.ms",
+                    "request.timeout.ms", "transaction.partition.verification.enable", *COORDINATOR_SETTINGS):
             m = re.search(rf"\b{re.escape(key.replace('.', '_'))}=(\S+)", text)
             out[key] = m.group(1).strip(",'\"") if m else self.overrides.get(key, "?")
+        # etcd's own timers (DevCluster's flags) and how many members vote
+        members = getattr(self.dc, "etcd_members", None)
+        out["etcd members"] = str(len(members)) if members is not None else "1"
+        for key, attr in (("etcd --election-timeout", "etcd_election_ms"),
+                          ("etcd --heartbeat-interval", "etcd_heartbeat_ms")):
+            out[key] = str(getattr(self.dc, attr, "?"))
         return out
 
 
 class KafkaCluster(Cluster):
     name = "kafka"
+    metadata_leader_name = "active controller"
 
     def __init__(self, heap: str, keep: bool):
         self.kc = kraft_cluster.KafkaCluster(n_nodes=3, heap_opts=heap, keep=keep)
@@ -215,6 +295,10 @@ class KafkaCluster(Cluster):
     def controller_id(self) -> int:
         return self.kc.active_controller()
 
+    def metadata_leader(self) -> int:
+        """The KRaft quorum's leader: the active controller (combined nodes: one process)."""
+        return self.kc.active_controller()
+
     def governing_settings(self) -> dict[str, str]:
         """From node 1's `KafkaConfig values:` start-up dump."""
         text = self.kc.nodes[1].log_file.read_text(errors="replace")
@@ -239,11 +323,13 @@ def cluster_cpu(c: Cluster) -> tuple[float, float]:
     return brokers, extra
 
 
-def create_topic(bootstrap: str, name: str, partitions: int, rf: int, timeout: float = 60.0) -> float:
+def create_topic(bootstrap: str, name: str, partitions: int, rf: int, timeout: float = 60.0,
+                 config: dict[str, str] | None = None) -> float:
     """Create a topic and wait until every partition has a leader and a full ISR."""
     t0 = time.monotonic()
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, rf)], operation_timeout=timeout)[name].result(timeout)
+    admin.create_topics([NewTopic(name, partitions, rf, config=config or {})],
+                        operation_timeout=timeout)[name].result(timeout)
     wait_isr(bootstrap, name, partitions, rf, timeout)
     return time.monotonic() - t0
 
@@ -265,6 +351,85 @@ def wait_isr(bootstrap: str, topic: str, partitions: int | None, rf: int, timeou
         time.sleep(0.2)
     state = {p.id: (p.leader, p.isrs) for p in last.partitions.values()} if last else None
     raise TimeoutError(f"topic {topic}: no full ISR after {timeout}s: {state}")
+
+
+def wait_all_isr(bootstrap: str, timeout: float) -> None:
+    """Until every partition of every topic (internal ones too) has a leader and every replica
+    in its ISR."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    short: dict = {}
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ck.KafkaException):
+            md = admin.list_topics(timeout=10)
+            short = {f"{t.topic}-{p.id}": (p.leader, p.replicas, p.isrs) for t in md.topics.values()
+                     for p in t.partitions.values() if p.leader < 0 or sorted(p.isrs) != sorted(p.replicas)}
+            if not short and not any(t.error for t in md.topics.values()):
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"{len(short)} partitions without a full ISR after {timeout}s, e.g. "
+                       f"{dict(list(short.items())[:5])}")
+
+
+def elect_preferred(bootstrap: str, timeout: float) -> None:
+    """ElectLeaders (preferred) for every partition, until each is led by its first replica: a
+    restarted node leads its share again (its coordinators too) without waiting for
+    ``leader.imbalance.check.interval.seconds``."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    off: dict = {}
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ck.KafkaException):
+            # no timeout arguments: confluent-kafka 2.16's elect_leaders() raises SystemError on them
+            admin.elect_leaders(ck.ElectionType.PREFERRED, None).result(60)
+        with contextlib.suppress(ck.KafkaException):
+            md = admin.list_topics(timeout=10)
+            off = {f"{t.topic}-{p.id}": (p.leader, p.replicas) for t in md.topics.values()
+                   for p in t.partitions.values() if p.replicas and p.leader != p.replicas[0]}
+            if not off:
+                return
+        time.sleep(1)
+    raise TimeoutError(f"{len(off)} partitions not led by their preferred replica after {timeout}s, e.g. "
+                       f"{dict(list(off.items())[:5])}")
+
+
+def delete_prefixed(bootstrap: str, prefix: str, timeout: float = 60.0) -> int:
+    """Delete every topic whose name starts with `prefix` (a failover probe's); how many."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix)]
+    for i in range(0, len(names), 100):
+        for f in admin.delete_topics(names[i:i + 100], operation_timeout=timeout,
+                                     request_timeout=timeout).values():
+            with contextlib.suppress(ck.KafkaException):  # e.g. gone already
+                f.result(timeout + 10)
+    return len(names)
+
+
+def create_many(bootstrap: str, names: list[str], partitions: int, rf: int, batch: int = 50,
+                timeout: float = 180.0) -> float:
+    """CreateTopics for `names` (`partitions` each, RF `rf`) in requests of `batch` topics, one
+    after the other; seconds until every request was answered."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    t0 = time.monotonic()
+    for i in range(0, len(names), batch):
+        futures = admin.create_topics([NewTopic(n, partitions, rf) for n in names[i:i + batch]],
+                                      operation_timeout=timeout, request_timeout=timeout)
+        for f in futures.values():
+            f.result(timeout + 60)
+    return time.monotonic() - t0
+
+
+def topics_complete(bootstrap: str, names: set[str], partitions: int) -> bool:
+    """Every topic of `names` listed with `partitions` partitions, each led with a full ISR."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    for name in names:
+        t = md.topics.get(name)
+        if t is None or t.error is not None or len(t.partitions) != partitions:
+            return False
+        for p in t.partitions.values():
+            if p.leader < 0 or sorted(p.isrs) != sorted(p.replicas):
+                return False
+    return True
 
 
 def partition_leaders(bootstrap: str, topic: str) -> dict[int, int]:
@@ -293,6 +458,9 @@ SECTION_KEYS = {
     "rate": ("mb_s", "p50_ms", "p99_ms", "p999_ms", "broker_cpu_s_per_gb", "etcd_cpu_s_per_gb", "client_cores"),
     "leader_failover": ("failover_s",),
     "controller_failover": ("failover_s", "create_ok_s"),
+    "etcd_leader_failover": ("failover_s", "create_ok_s"),
+    "machine_failover": ("acks_s", "create_s", "group_s", "txn_s", "failover_s"),
+    "metadata_writes": ("created_s", "isr_full_s", "deleted_s", "broker_cpu_s", "etcd_cpu_s"),
     "txn": ("txn_s", "commit_p50_ms", "commit_p99_ms", "txn_p50_ms", "txn_p99_ms",
             "broker_cpu_ms_per_txn", "etcd_cpu_ms_per_txn"),
     "txn_failover": ("failover_s", "first_return_s"),
@@ -400,29 +568,43 @@ def leader_failover(c: Cluster, topic: str, args) -> dict:
     return res
 
 
-def controller_failover(c: Cluster, topic: str, args) -> dict:
-    """kill -9 the controller; CreateTopics with a fresh name every 100 ms until one is usable."""
-    controller = c.controller_id()
-    log(f"{c.name}:   controller is {controller}; kill -9 {controller}")
+def create_probe(c: Cluster, t_kill: float, args, partitions: int, rf: int, prefix: str) -> dict:
+    """CreateTopics with a fresh name every 100 ms from `t_kill` on, until a created topic has
+    every partition led by a broker alive now (or --failover-timeout): ``failover_s`` (that
+    topic's creation), ``create_ok_s`` (the first successful create), attempts and errors."""
     tag = uuid.uuid4().hex[:6]
     attempts = errors = 0
-    first_err = None
+    first_err = last_err = None
     created: list[str] = []
-    res: dict = {"killed": controller}
-    t_kill = time.monotonic()
-    c.kill9(controller)
+    res: dict = {"probe_prefix": f"{prefix}-{tag}-"}  # the probe topics, deleted after the trial
     live = c.alive()
     deadline = t_kill + args.failover_timeout
+    stop = threading.Event()
+
+    def watch_applied() -> None:
+        """For the record, ``applied_s``: the first probe topic listed with every partition led
+        by a live broker, whether or not its CreateTopics was answered within the probe timeout."""
+        watcher = AdminClient({"bootstrap.servers": c.bootstrap})
+        while not stop.is_set() and time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                for tn, t in watcher.list_topics(timeout=2).topics.items():
+                    if tn.startswith(res["probe_prefix"]) and not t.error and len(t.partitions) == partitions \
+                            and all(pm.leader in live for pm in t.partitions.values()):
+                        res["applied_s"] = time.monotonic() - t_kill
+                        return
+            stop.wait(0.2)
+    watcher = threading.Thread(target=watch_applied, daemon=True)
+    watcher.start()
     inflight: list[tuple[str, object, object, float]] = []  # (name, client, future, started)
     while time.monotonic() < deadline:
         tick = time.monotonic()
         # a new attempt every 100 ms, each on a fresh client like a new `kafka-topics --create`
         # (a long-lived librdkafka admin client keeps waiting for the controller id it
         # cached: the dead one); attempts overlap when one takes longer than 100 ms
-        name = f"cb-ctl-{tag}-{attempts}"
+        name = f"{prefix}-{tag}-{attempts}"
         attempts += 1
         admin = AdminClient({"bootstrap.servers": c.bootstrap})
-        fut = admin.create_topics([NewTopic(name, args.probe_partitions, args.probe_rf)],
+        fut = admin.create_topics([NewTopic(name, partitions, rf)],
                                   request_timeout=args.probe_timeout,
                                   operation_timeout=args.probe_timeout)[name]
         inflight.append((name, admin, fut, tick))
@@ -433,7 +615,8 @@ def controller_failover(c: Cluster, topic: str, args) -> dict:
                     still.append((name_, admin_, fut_, t_start))
                 else:
                     errors += 1
-                    first_err = first_err or "no answer"
+                    last_err = "no answer"
+                    first_err = first_err or last_err
                 continue
             try:
                 fut_.result(timeout=0)
@@ -441,7 +624,8 @@ def controller_failover(c: Cluster, topic: str, args) -> dict:
                 res.setdefault("create_ok_s", time.monotonic() - t_kill)
             except Exception as e:  # noqa: BLE001  (any failure = not yet)
                 errors += 1
-                first_err = first_err or f"{type(e).__name__}: {e}"
+                last_err = f"{type(e).__name__}: {e}"
+                first_err = first_err or last_err
         inflight = still
         # is any created topic usable: every partition led by a live broker?
         if created:
@@ -449,49 +633,143 @@ def controller_failover(c: Cluster, topic: str, args) -> dict:
                 md = admin.list_topics(timeout=1)
                 for tn in created:
                     t = md.topics.get(tn)
-                    if t and not t.error and len(t.partitions) == args.probe_partitions and all(
+                    if t and not t.error and len(t.partitions) == partitions and all(
                             pm.leader in live for pm in t.partitions.values()):
                         res.update(failover_s=time.monotonic() - t_kill, topic=tn)
                         break
         if "failover_s" in res:
             break
         time.sleep(max(0.0, tick + 0.1 - time.monotonic()))
-    res.update(attempts=attempts, failed_attempts=errors, first_error=first_err,
+    stop.set()
+    watcher.join(5)
+    res.update(attempts=attempts, failed_attempts=errors, first_error=first_err, last_error=last_err,
                topics_created=len(created))
     # let go of the probe clients now (each holds librdkafka threads and connections)
     inflight.clear()
     admin = fut = None
     gc.collect()
+    return res
+
+
+def create_until_led(c: Cluster, t_kill: float, args, partitions: int, rf: int, prefix: str) -> dict:
+    """CreateTopics with a fresh name, one attempt at a time (each on a fresh client, waiting up
+    to --machine-probe-timeout for its answer), the next one 100 ms after the last one started,
+    until one succeeds (``create_ok_s``); then until every partition of that topic is led by a
+    broker alive now (``failover_s``). One request in flight: a slow controller is not sent
+    more topics to create while it catches up."""
+    tag = uuid.uuid4().hex[:6]
+    res: dict = {"probe_prefix": f"{prefix}-{tag}-", "attempts": 0, "failed_attempts": 0}
+    errors: list[str] = []
+    live = c.alive()
+    deadline = t_kill + args.failover_timeout
+    created = None
+    while time.monotonic() < deadline and created is None:
+        t_start = time.monotonic()
+        name = f"{prefix}-{tag}-{res['attempts']}"
+        res["attempts"] += 1
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        timeout = max(1.0, min(args.machine_probe_timeout, deadline - t_start))
+        try:
+            admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=timeout,
+                                operation_timeout=timeout)[name].result(timeout + 5)
+            created = name
+            res["create_ok_s"] = time.monotonic() - t_kill
+        except Exception as e:  # noqa: BLE001  (any failure = not yet)
+            res["failed_attempts"] += 1
+            if f"{type(e).__name__}: {e}" not in errors:
+                errors.append(f"{type(e).__name__}: {e}")
+            time.sleep(max(0.0, t_start + 0.1 - time.monotonic()))
+    res["errors"] = errors
+    while created is not None and time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            t = admin.list_topics(topic=created, timeout=2).topics.get(created)
+            if t and not t.error and len(t.partitions) == partitions and all(
+                    pm.leader in live for pm in t.partitions.values()):
+                res.update(failover_s=time.monotonic() - t_kill, topic=created)
+                break
+        time.sleep(0.1)
+    return res
+
+
+def controller_failover(c: Cluster, topic: str, args) -> dict:
+    """kill -9 the controller; CreateTopics with a fresh name every 100 ms until one is usable."""
+    controller = c.controller_id()
+    log(f"{c.name}:   controller is {controller}; kill -9 {controller}")
+    t_kill = time.monotonic()
+    c.kill9(controller)
+    res: dict = {"killed": controller,
+                 **create_probe(c, t_kill, args, args.probe_partitions, args.probe_rf, "cb-ctl")}
     with contextlib.suppress(Exception):
         res["new_controller"] = c.controller_id()
     if "failover_s" in res:
         log(f"{c.name}:   topic {res['topic']} created and led by live brokers "
             f"{res['failover_s']:.2f} s after the kill (first create ok at "
-            f"{res.get('create_ok_s', float('nan')):.2f} s; {attempts} attempts, new controller "
+            f"{res.get('create_ok_s', float('nan')):.2f} s; {res['attempts']} attempts, new controller "
             f"{res.get('new_controller')})")
     else:
-        log(f"{c.name}:   no usable topic within {args.failover_timeout} s; first error {first_err}")
+        log(f"{c.name}:   no usable topic within {args.failover_timeout} s; first error {res['first_error']}")
     return res
 
 
-def restart_and_heal(c: Cluster, node_id: int, topic: str, args, internal: tuple[str, ...] = ()) -> float:
-    """Restart the killed node; wait until `topic` (and those of the `internal` topics that
-    exist) have a full ISR again. Returns seconds."""
+def etcd_leader_failover(c: Cluster, topic: str, args) -> dict:
+    """Ours: kill -9 the etcd member leading etcd's Raft (every broker stays up); CreateTopics
+    with a fresh name every 100 ms until one is usable: the next metadata write."""
+    member = c.metadata_leader()
+    controller = c.controller_id()
+    log(f"{c.name}:   etcd leader is etcd-{member} (beside broker {member}; controller {controller}); "
+        f"kill -9 etcd-{member}")
+    t_kill = time.monotonic()
+    c.kill_etcd_member(member)
+    res: dict = {"killed_etcd_member": member, "controller": controller,
+                 **create_probe(c, t_kill, args, args.probe_partitions, args.probe_rf, "cb-etcd")}
+    with contextlib.suppress(Exception):
+        res["new_etcd_leader"] = c.metadata_leader()
+    if "failover_s" in res:
+        log(f"{c.name}:   topic {res['topic']} created and led {res['failover_s']:.2f} s after the kill "
+            f"(first create ok at {res.get('create_ok_s', float('nan')):.2f} s; {res['attempts']} attempts, "
+            f"{res['failed_attempts']} failed, first error {res['first_error']}; new etcd leader "
+            f"etcd-{res.get('new_etcd_leader')})")
+    else:
+        log(f"{c.name}:   no usable topic within {args.failover_timeout} s; first error {res['first_error']}")
+    return res
+
+
+def restart_and_heal(c: Cluster, trial: dict, topic: str, args, internal: tuple[str, ...] = (),
+                     every_topic: bool = False) -> float:
+    """Restart what the trial killed (etcd members first, then the broker `killed`); wait until
+    `topic` (and those of the `internal` topics that exist; with `every_topic`, every topic) have
+    a full ISR again. Returns seconds."""
     t0 = time.monotonic()
-    c.restart(node_id)
+    restarted = []
+    if trial.get("killed_etcd_member") is not None:
+        c.restart_etcd_members()
+        restarted.append(f"etcd-{trial['killed_etcd_member']} restarted")
+    if trial.get("killed") is not None:
+        c.restart(trial["killed"])
+        restarted.append(f"node {trial['killed']} restarted")
     wait_isr(c.bootstrap, topic, args.partitions, 3, args.heal_timeout)
-    existing = AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(timeout=10).topics
-    internal = tuple(name for name in internal if name in existing)
-    for name in internal:
-        wait_isr(c.bootstrap, name, None, 3, max(1.0, t0 + args.heal_timeout - time.monotonic()))
+    probes = [trial.get("probe_prefix"), trial.get("create", {}).get("probe_prefix")]
+    deleted = sum(delete_prefixed(c.bootstrap, prefix) for prefix in probes if prefix)
+    if deleted:
+        restarted.append(f"{deleted} probe topics deleted")
+    if every_topic:
+        wait_all_isr(c.bootstrap, max(1.0, t0 + args.heal_timeout - time.monotonic()))
+        elect_preferred(c.bootstrap, max(1.0, t0 + args.heal_timeout - time.monotonic()))
+        internal = ("every topic (preferred leaders elected)",)
+    else:
+        existing = AdminClient({"bootstrap.servers": c.bootstrap}).list_topics(timeout=10).topics
+        internal = tuple(name for name in internal if name in existing)
+        for name in internal:
+            wait_isr(c.bootstrap, name, None, 3, max(1.0, t0 + args.heal_timeout - time.monotonic()))
     secs = time.monotonic() - t0
-    log(f"{c.name}:   node {node_id} restarted, {', '.join((topic, *internal))} back to full ISR in {secs:.1f} s "
-        f"(client threads: {len(os.listdir('/proc/self/task'))})")
+    log(f"{c.name}:   {', '.join(restarted)}; {', '.join((topic, *internal))} back to full ISR "
+        f"in {secs:.1f} s (client threads: {len(os.listdir('/proc/self/task'))})")
     return secs
 
 
 def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict,
-                    internal: tuple[str, ...] = (), n_trials: int | None = None) -> bool:
+                    internal: tuple[str, ...] = (), n_trials: int | None = None,
+                    every_topic: bool = False) -> bool:
     """Run the trials of one failover phase into res[kind]; False if the cluster did not heal.
 
     A trial that fails, or a killed node that does not rejoin every ISR of `topic`, ends the
@@ -511,15 +789,18 @@ def failover_trials(c: Cluster, kind: str, fn, topic: str, args, res: dict,
             break
         trials.append(trial)
         try:
-            trial["heal_s"] = restart_and_heal(c, trial["killed"], topic, args, internal)
+            trial["heal_s"] = restart_and_heal(c, trial, topic, args, internal, every_topic)
         except Exception as e:  # noqa: BLE001
             trial["heal_error"] = f"{type(e).__name__}: {e}"
             res.setdefault("errors", []).append(f"{kind} trial {r + 1}, after the kill: {trial['heal_error']}")
-            log(f"{c.name}:   node {trial['killed']} did not rejoin: {trial['heal_error']}")
+            log(f"{c.name}:   {trial.get('killed', trial.get('killed_etcd_member'))} did not rejoin: "
+                f"{trial['heal_error']}")
             healthy = False
             break
     if trials:
         res[kind] = _median(trials, SECTION_KEYS[kind], with_max=True)
+        if kind == "machine_failover":
+            res[kind]["by_role"] = machine_by_role(trials)
     return healthy
 
 
@@ -856,6 +1137,245 @@ def group_failover(c: Cluster, topic: str, args) -> dict:
     return res
 
 
+# =========================================================================== a whole node lost
+MACHINE_KEYS = ("acks_s", "create_s", "group_s", "txn_s", "failover_s")
+
+
+def machine_by_role(trials: list[dict]) -> dict:
+    """Medians of the machine-loss trials per role of the node lost ("leader": it ran the
+    metadata quorum's leader; "follower": it did not)."""
+    out = {}
+    for role in sorted({t["role"] for t in trials if "role" in t}):
+        med = _median([t for t in trials if t.get("role") == role], MACHINE_KEYS)
+        med["trials"] = len(med.pop("runs"))
+        out[role] = med
+    return out
+
+
+def ensure_coordinator_topics(c: Cluster, timeout: float = 120.0) -> None:
+    """__consumer_offsets and __transaction_state made (a first FindCoordinator creates each)
+    and in full ISR, so that no trial pays for their creation."""
+    from tools.kafka_client import GROUP_KEY, TRANSACTION_KEY
+
+    for key_type in (GROUP_KEY, TRANSACTION_KEY):
+        find_coordinator(c.bootstrap, f"cb-first-{uuid.uuid4().hex[:6]}", key_type, timeout)
+    for name in (OFFSETS, TXN_STATE):
+        wait_isr(c.bootstrap, name, None, 3, timeout)
+
+
+def coordinated_id(c: Cluster, prefix: str, key_type: int, node: int, tries: int = 60) -> tuple[str, bool]:
+    """A fresh group or transactional id whose coordinator (FindCoordinator) is `node`, and
+    whether one was found in `tries` names: a new group or producer whose coordinator is on the
+    lost node, the case where the coordinator itself must move."""
+    tag = uuid.uuid4().hex[:6]
+    key = f"{prefix}-{tag}"
+    for i in range(tries):
+        key = f"{prefix}-{tag}-{i}"
+        if find_coordinator(c.bootstrap, key, key_type) == node:
+            return key, True
+    return key, False
+
+
+def new_group_served(bootstrap: str, group: str, topic: str, t0: float, timeout: float, out: dict) -> None:
+    """One consumer of a new group subscribes to `topic`, reads a record and commits its
+    position synchronously, the commit called again until accepted; into `out`: ``read_s`` and
+    ``group_s`` (the accepted commit), seconds after `t0`."""
+    errors: list[str] = []
+    out["commit_errors"] = errors
+    cons = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": group,
+                        "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        cons.subscribe([topic])
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            msg = cons.poll(0.05)
+            if msg is not None and msg.error() is None and "read_s" not in out:
+                out["read_s"] = time.monotonic() - t0
+            if "read_s" not in out:
+                continue
+            try:
+                cons.commit(asynchronous=False)
+            except ck.KafkaException as e:
+                if e.args[0].name() not in errors:
+                    errors.append(e.args[0].name())
+                time.sleep(0.1)
+                continue
+            out["group_s"] = time.monotonic() - t0
+            break
+    finally:
+        cons.close()
+
+
+def machine_failover(c: Cluster, topic: str, args, trial: int) -> dict:
+    """kill -9 of a whole node (ours: its broker and the etcd member beside it; Kafka: its
+    combined broker+controller JVM) under an idempotent acks=all trickle to every partition of
+    an RF-3, min.insync.replicas=2 topic; from the kill: acks on every partition, a new RF-3
+    topic, a new group served, a new transaction committed.
+
+    Trials 1, 3, ... (`trial` 0, 2, ...) lose the node leading the metadata quorum (ours: etcd's
+    Raft leader; Kafka: the active controller), trials 2, 4, ... a node that does not (preferring
+    one that is not our controller either). The new group's and producer's coordinator is on the
+    lost node."""
+    from tools.kafka_client import GROUP_KEY, TRANSACTION_KEY
+
+    leader, controller = c.metadata_leader(), c.controller_id()
+    role = "leader" if trial % 2 == 0 else "follower"
+    if role == "leader":
+        victim = leader
+    else:
+        others = sorted(n for n in c.alive() if n != leader)
+        victim = next((n for n in others if n != controller), others[0])
+    group, group_on_victim = coordinated_id(c, "cb-mach-grp", GROUP_KEY, victim)
+    txid, txn_on_victim = coordinated_id(c, "cb-mach-txn", TRANSACTION_KEY, victim)
+    leaders = partition_leaders(c.bootstrap, topic)
+    # the transaction's record goes to a partition the lost node did not lead: acks_s has those
+    txn_part = next((p for p, lead in sorted(leaders.items()) if lead != victim), 0)
+
+    kill: dict[str, float] = {}
+    acked_after: dict[int, float] = {}  # partition -> first ack of a record sent after the kill
+    delivery_errors: list[tuple[float, str]] = []
+    acks = 0
+
+    def delivered(err, msg, sent: float) -> None:
+        nonlocal acks
+        if err is not None:
+            delivery_errors.append((time.monotonic(), str(err)))
+            return
+        acks += 1
+        if "t" in kill and sent > kill["t"] and msg.partition() not in acked_after:
+            acked_after[msg.partition()] = time.monotonic()
+
+    p = ck.Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True,
+                     "linger.ms": 0, "message.timeout.ms": int(args.failover_timeout * 1000),
+                     "queue.buffering.max.messages": 1_000_000})
+    p.list_topics(topic=topic, timeout=30)
+    payload = os.urandom(args.failover_record_size)
+    period = args.failover_interval_ms / 1000
+    nxt = time.monotonic()
+
+    def trickle(until: float, stop_when=None) -> None:
+        nonlocal nxt
+        while time.monotonic() < until:
+            if time.monotonic() >= nxt:
+                sent = time.monotonic()
+                for part in leaders:
+                    p.produce(topic, payload, partition=part,
+                              on_delivery=lambda e, m, s=sent: delivered(e, m, s))
+                nxt += period
+            p.poll(0.001)
+            if stop_when is not None and stop_when():
+                return
+
+    trickle(time.monotonic() + args.failover_warm_s)
+    acks_before = acks
+    what = (f"{c.metadata_leader_name} {leader}" + (f", controller {controller}" if controller != leader else ""))
+    log(f"{c.name}:   trial {trial + 1}: losing node {victim} ({role}: {what}); group {group} and "
+        f"transactional id {txid} coordinated by node {victim}: {group_on_victim}/{txn_on_victim}; "
+        f"{acks_before} acks in the {args.failover_warm_s:g} s warm trickle; kill -9")
+    t_kill = kill["t"] = time.monotonic()
+    c.kill_machine(victim)
+    found: dict = {}
+    workers = [
+        threading.Thread(target=lambda: found.update(
+            create=create_until_led(c, t_kill, args, args.machine_probe_partitions, 3, "cb-mach")), daemon=True),
+        threading.Thread(target=new_group_served, daemon=True, args=(
+            c.bootstrap, group, topic, t_kill, args.failover_timeout, found.setdefault("group", {}))),
+    ]
+    txn = TxnLoop(c.bootstrap, txid, topic, txn_part, args)
+    for w in [*workers, txn]:
+        w.start()
+
+    def done() -> bool:
+        return len(acked_after) == len(leaders) and bool(txn.commits) and not any(w.is_alive() for w in workers)
+
+    try:
+        trickle(t_kill + args.failover_timeout, stop_when=done)
+    finally:
+        txn.stop.set()
+        for w in workers:
+            w.join(10)
+        txn.join(txn.call_timeout * 3)
+        left = p.flush(args.failover_timeout)
+    res: dict = {"role": role, "killed": victim, "metadata_leader": leader, "controller": controller,
+                 "group_coordinator_on_killed": group_on_victim, "txn_coordinator_on_killed": txn_on_victim,
+                 "acks_before_kill": acks_before, "delivery_errors": len(delivery_errors),
+                 "first_error": delivery_errors[0][1] if delivery_errors else None, "undelivered": left,
+                 "acks_by_partition": {part: {"leader": leaders[part],
+                                              "acks_s": round(acked_after[part] - t_kill, 3)
+                                              if part in acked_after else None} for part in leaders}}
+    if c.name == "ours":
+        res["killed_etcd_member"] = victim
+    if len(acked_after) == len(leaders):
+        res["acks_s"] = max(acked_after.values()) - t_kill
+    create = found.get("create", {})
+    if "failover_s" in create:
+        res["create_s"] = create["failover_s"]
+    res["create"] = create
+    group_out = found.get("group", {})
+    if "group_s" in group_out:
+        res["group_s"] = group_out["group_s"]
+    res["group"] = {"id": group, **group_out}
+    if txn.commits:
+        res["txn_s"] = txn.commits[0][1] - t_kill
+    res["txn"] = {"transactional_id": txid, "partition": txn_part, "producers": txn.producers,
+                  "errors": sorted({f"{call}: {name} ({kind})" for _, call, name, kind in txn.errors})}
+    if all(k in res for k in MACHINE_KEYS[:4]):
+        res["failover_s"] = max(res[k] for k in MACHINE_KEYS[:4])
+    with contextlib.suppress(Exception):
+        res["new_metadata_leader"] = c.metadata_leader()
+    log(f"{c.name}:   acks on every partition {_f(res.get('acks_s'), 2)} s, topic created and led "
+        f"{_f(res.get('create_s'), 2)} s, new group read and committed {_f(res.get('group_s'), 2)} s, "
+        f"new transaction committed {_f(res.get('txn_s'), 2)} s after the kill; new {c.metadata_leader_name} "
+        f"{res.get('new_metadata_leader')}; {len(delivery_errors)} delivery errors; commit errors "
+        f"{group_out.get('commit_errors')}; txn errors {res['txn']['errors']}")
+    return res
+
+
+# =========================================================================== metadata writes
+def metadata_writes(c: Cluster, tag: str, args) -> dict:
+    """--metadata-topics topics of --metadata-partitions partitions at RF 3, CreateTopics in
+    requests of --metadata-batch topics one after the other: seconds until every request was
+    answered and until every partition is led with a full ISR, the CPU meanwhile; then the
+    topics deleted (DeleteTopics, same batches) until none is listed."""
+    runs = []
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    total = args.metadata_topics * args.metadata_partitions
+    for r in range(args.metadata_runs):
+        names = [f"cb-{tag}-mw{r}-{i:04d}" for i in range(args.metadata_topics)]
+        log(f"{c.name}: metadata writes, run {r + 1}/{args.metadata_runs}: {args.metadata_topics} topics x "
+            f"{args.metadata_partitions} partitions, RF 3, in requests of {args.metadata_batch} topics")
+        b0, e0 = cluster_cpu(c)
+        t0 = time.monotonic()
+        run: dict = {"topics": args.metadata_topics, "partitions": total,
+                     "created_s": create_many(c.bootstrap, names, args.metadata_partitions, 3, args.metadata_batch)}
+        while not topics_complete(c.bootstrap, set(names), args.metadata_partitions):
+            if time.monotonic() - t0 > args.metadata_timeout:
+                raise TimeoutError(f"{total} partitions not all led with a full ISR {args.metadata_timeout} s "
+                                   f"after the first CreateTopics")
+            time.sleep(0.5)
+        run["isr_full_s"] = time.monotonic() - t0
+        b1, e1 = cluster_cpu(c)
+        run["broker_cpu_s"] = b1 - b0
+        if c.extra_pids():
+            run["etcd_cpu_s"] = e1 - e0
+        t1 = time.monotonic()
+        for i in range(0, len(names), args.metadata_batch):
+            for f in admin.delete_topics(names[i:i + args.metadata_batch], operation_timeout=180,
+                                         request_timeout=180).values():
+                f.result(240)
+        while set(names) & set(admin.list_topics(timeout=10).topics):
+            if time.monotonic() - t1 > args.metadata_timeout:
+                raise TimeoutError(f"topics still listed {args.metadata_timeout} s after DeleteTopics")
+            time.sleep(0.5)
+        run["deleted_s"] = time.monotonic() - t1
+        log(f"{c.name}:   every request answered {run['created_s']:.1f} s, every ISR full {run['isr_full_s']:.1f} s "
+            f"after the first CreateTopics (brokers {run['broker_cpu_s']:.1f} CPU-s"
+            + (f", etcd {run['etcd_cpu_s']:.1f} CPU-s" if "etcd_cpu_s" in run else "")
+            + f"); deleted in {run['deleted_s']:.1f} s")
+        runs.append(run)
+    return _median(runs, SECTION_KEYS["metadata_writes"])
+
+
 # =========================================================================== one target
 def bench_target(c: Cluster, args) -> dict:
     res: dict = {"target": c.name, "version": c.version, "loadavg_before": os.getloadavg()}
@@ -916,7 +1436,7 @@ def bench_target(c: Cluster, args) -> dict:
         if "java-txn" in args.phases:
             res["java_txn"] = java_txn_phase(c, tag, args)
 
-        if {"leader", "controller", "txn-failover", "group-failover"} & args.phases:
+        if {"leader", "controller", "etcd-leader", "txn-failover", "group-failover"} & args.phases:
             fo_topic = f"cb-{tag}-failover"
             create_topic(c.bootstrap, fo_topic, args.partitions, 3)
         healthy = True
@@ -924,12 +1444,27 @@ def bench_target(c: Cluster, args) -> dict:
             healthy = failover_trials(c, "leader_failover", leader_failover, fo_topic, args, res)
         if "controller" in args.phases and healthy:
             healthy = failover_trials(c, "controller_failover", controller_failover, fo_topic, args, res)
+        if "etcd-leader" in args.phases and healthy:
+            if isinstance(c, OursCluster) and len(c.extra_pids()) > 1:
+                healthy = failover_trials(c, "etcd_leader_failover", etcd_leader_failover, fo_topic, args, res)
+            else:  # Kafka's metadata quorum leader is its active controller: the controller phase
+                log(f"{c.name}: etcd-leader phase skipped (ours with more than one etcd member only)")
+        if "machine" in args.phases and healthy:
+            m_topic = f"cb-{tag}-machine"
+            create_topic(c.bootstrap, m_topic, args.partitions, 3, config={"min.insync.replicas": "2"})
+            ensure_coordinator_topics(c)
+            trial_no = itertools.count()
+            healthy = failover_trials(c, "machine_failover",
+                                      lambda c_, t_, a_: machine_failover(c_, t_, a_, next(trial_no)),
+                                      m_topic, args, res, every_topic=True)
         if "txn-failover" in args.phases and healthy:
             healthy = failover_trials(c, "txn_failover", txn_failover, fo_topic, args, res,
                                       (TXN_STATE, OFFSETS), args.coordinator_trials)
         if "group-failover" in args.phases and healthy:
-            failover_trials(c, "group_failover", group_failover, fo_topic, args, res,
-                            (TXN_STATE, OFFSETS), args.coordinator_trials)
+            healthy = failover_trials(c, "group_failover", group_failover, fo_topic, args, res,
+                                      (TXN_STATE, OFFSETS), args.coordinator_trials)
+        if "metadata-writes" in args.phases and healthy:
+            res["metadata_writes"] = metadata_writes(c, tag, args)
         res["loadavg_after"] = os.getloadavg()
     finally:
         log(f"{c.name}: stopping (pids {c.broker_pids()})")
@@ -957,6 +1492,8 @@ def merge_rounds(rounds: list[dict]) -> dict:
             out[sec] = _median(runs, keys, with_max=sec.endswith("_failover"))
     if "rate" in out:
         out["rate"]["target_mb_s"] = ok[0]["rate"]["target_mb_s"]
+    if "machine_failover" in out:
+        out["machine_failover"]["by_role"] = machine_by_role(out["machine_failover"]["runs"])
     errors = [r["error"] for r in rounds if "error" in r]
     if errors:
         out["round_errors"] = errors
@@ -974,6 +1511,12 @@ def metric_rows(res: dict) -> list[tuple[str, object]]:
     m, r = res.get("max", {}), res.get("rate", {})
     lf, cf = res.get("leader_failover", {}), res.get("controller_failover", {})
     tx, tf, gf = res.get("txn", {}), res.get("txn_failover", {}), res.get("group_failover", {})
+    ef, mf, mw = res.get("etcd_leader_failover", {}), res.get("machine_failover", {}), res.get("metadata_writes", {})
+    roles = mf.get("by_role", {})
+    # the metadata quorum's leader: ours etcd's Raft leader, Kafka's the active controller
+    quorum = ef if res.get("target") == "ours" else cf
+    mw_run = (mw.get("runs") or [{}])[0]
+    mw_what = f"{mw_run.get('topics')} topics, {mw_run.get('partitions')} partitions RF 3"
     rows = [
         ("startup s", res.get("startup_s")),
         ("idle broker CPU cores (3 brokers)", res.get("idle_broker_cores")),
@@ -992,6 +1535,20 @@ def metric_rows(res: dict) -> list[tuple[str, object]]:
         ("paced etcd CPU s/GB", r.get("etcd_cpu_s_per_gb")),
         ("leader kill -9 -> first new-leader ack s", lf.get("failover_s")),
         ("controller kill -9 -> topic created s", cf.get("failover_s")),
+        ("etcd leader kill -9 -> topic created s", ef.get("failover_s")),
+        ("quorum leader kill -9 -> topic created s (ours etcd, kafka controller)", quorum.get("failover_s")),
+        ("node kill -9 -> acks on every partition s", mf.get("acks_s")),
+        ("node kill -9 -> RF-3 topic created and led s", mf.get("create_s")),
+        ("node kill -9 -> new group read and committed s", mf.get("group_s")),
+        ("node kill -9 -> new transaction committed s", mf.get("txn_s")),
+        ("node kill -9 -> all four s", mf.get("failover_s")),
+        ("node kill -9 -> all four s, quorum leader's node", roles.get("leader", {}).get("failover_s")),
+        ("node kill -9 -> all four s, a follower's node", roles.get("follower", {}).get("failover_s")),
+        (f"{mw_what}: CreateTopics answered s", mw.get("created_s")),
+        (f"{mw_what}: every ISR full s", mw.get("isr_full_s")),
+        (f"{mw_what}: broker CPU s (3 brokers)", mw.get("broker_cpu_s")),
+        (f"{mw_what}: etcd CPU s", mw.get("etcd_cpu_s")),
+        (f"{mw_what}: deleted s", mw.get("deleted_s")),
         ("txn/s (10 x 1 KB, RF 3)", tx.get("txn_s")),
         ("txn commit p50 ms", tx.get("commit_p50_ms")),
         ("txn commit p99 ms", tx.get("commit_p99_ms")),
@@ -1011,6 +1568,10 @@ def render(results: dict) -> tuple[str, dict]:
     names = [n for n in ("ours", "kafka") if n in results]
     ok = {n: results[n] for n in names if "error" not in results[n]}
     out, ratios = pb.ratio_table({n: metric_rows(r) for n, r in ok.items()}, digits=2)
+    if any("machine_failover" in r for r in ok.values()):
+        out.append("node kill -9: trials 1, 3, ... lose the node of the metadata quorum's leader (ours: the etcd "
+                   "member leading etcd's Raft, with its broker; kafka: the active controller's JVM), trials 2, 4, "
+                   "... a node without it; the new group's and transactional id's coordinator was on the lost node")
     for n in ok:
         out.append(f"{n} failover settings: " + ", ".join(
             f"{k}={v}" for k, v in (ok[n].get("governing_settings") or {}).items()))
@@ -1028,8 +1589,8 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 8 MB per run, 1 run, 2 s paced phase, 1 failover trial each")
     ap.add_argument("--phases", default="max,rate,leader,controller",
-                    help="comma list of max,rate,leader,controller,txn,java-txn,txn-failover,group-failover "
-                         "(or 'eos' for txn,txn-failover,group-failover)")
+                    help="comma list of max,rate,leader,controller,etcd-leader,machine,txn,java-txn,txn-failover,"
+                         "group-failover,metadata-writes (or 'eos' for txn,txn-failover,group-failover)")
     ap.add_argument("--idle-seconds", type=float, default=None,
                     help="CPU of the idle cluster measured over this long after start-up (default 5; quick 2)")
     ap.add_argument("--mb", type=float, default=None, help="MB per max-rate run (default 128)")
@@ -1055,6 +1616,17 @@ def parse_args(argv=None):
                     help="RF of each CreateTopics probe (default 2: two brokers are left alive)")
     ap.add_argument("--probe-timeout", type=float, default=3.0,
                     help="request/operation timeout of each CreateTopics probe (probes overlap)")
+    ap.add_argument("--machine-probe-partitions", type=int, default=3,
+                    help="machine: partitions of each CreateTopics attempt (RF 3)")
+    ap.add_argument("--machine-probe-timeout", type=float, default=30.0,
+                    help="machine: request/operation timeout of each CreateTopics attempt (one at a time)")
+    ap.add_argument("--metadata-topics", type=int, default=None, help="metadata-writes: topics (default 100; quick 10)")
+    ap.add_argument("--metadata-partitions", type=int, default=None,
+                    help="metadata-writes: partitions per topic (default 100; quick 10)")
+    ap.add_argument("--metadata-batch", type=int, default=50, help="metadata-writes: topics per CreateTopics")
+    ap.add_argument("--metadata-runs", type=int, default=1, help="metadata-writes: runs (median)")
+    ap.add_argument("--metadata-timeout", type=float, default=900.0,
+                    help="metadata-writes: seconds for every ISR to fill, and for the topics to go")
     ap.add_argument("--txns", type=int, default=None, help="transactions per txn run (default 1000; quick 50)")
     ap.add_argument("--txn-runs", type=int, default=None, help="txn runs (default 2; quick 1)")
     ap.add_argument("--txn-warmup", type=int, default=None,
@@ -1075,6 +1647,8 @@ def parse_args(argv=None):
     ap.add_argument("--timeout", type=float, default=600.0, help="per produce run")
     ap.add_argument("--ours-override", action="append", default=[], metavar="KEY=VALUE",
                     help="broker property for every node of our cluster (repeatable)")
+    ap.add_argument("--etcd-members", type=int, default=None,
+                    help="ours: etcd members, member i beside broker i (default: DevCluster's, one per node)")
     ap.add_argument("--kafka-heap", default=kraft_cluster.DEFAULT_CLUSTER_HEAP,
                     help="KAFKA_HEAP_OPTS for each of the three JVMs")
     ap.add_argument("--rounds", type=int, default=1,
@@ -1099,6 +1673,8 @@ def parse_args(argv=None):
     args.txn_runs = args.txn_runs if args.txn_runs is not None else (1 if q else 2)
     args.txn_warmup = args.txn_warmup if args.txn_warmup is not None else (0 if q else 200)
     args.coordinator_trials = args.coordinator_trials if args.coordinator_trials is not None else (1 if q else 3)
+    args.metadata_topics = args.metadata_topics if args.metadata_topics is not None else (10 if q else 100)
+    args.metadata_partitions = args.metadata_partitions if args.metadata_partitions is not None else (10 if q else 100)
     return args
 
 
@@ -1110,7 +1686,8 @@ def main(argv=None) -> int:
     names = ["ours", "kafka"] if args.target == "both" else [args.target]
 
     def make(name: str) -> Cluster:
-        return OursCluster(overrides, args.keep) if name == "ours" else KafkaCluster(args.kafka_heap, args.keep)
+        return (OursCluster(overrides, args.keep, args.etcd_members) if name == "ours"
+                else KafkaCluster(args.kafka_heap, args.keep))
 
     per_round: dict[str, list[dict]] = {n: [] for n in names}
     t_all = time.monotonic()

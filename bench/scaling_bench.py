@@ -5,13 +5,14 @@
     python bench/scaling_bench.py --quick                 # 60 and 300, short phases (a smoke run)
 
 For each size, a fresh three-node cluster of each target (``bench/cluster_bench.py``'s: ours is
-etcd + three ``python -m broker``, Kafka three combined KRaft nodes), then:
+three ``python -m broker`` with an etcd member beside each, ``--etcd-members`` for another
+count; Kafka three combined KRaft nodes), then:
 
 - create: ``size`` partitions at replication factor 3, as topics of ``--per-topic`` partitions
   (CreateTopics in batches of 50 topics); reported: seconds until every partition has its
   leader and a full ISR ("ISR fill").
 - idle: ``--idle-seconds`` with no client: the brokers' summed CPU (cores) and RSS (MB); for
-  ours etcd's CPU on its own line.
+  ours the etcd members' summed CPU on its own line.
 - latency: one acks=all producer sends one 100-byte record every 5 ms to one partition for
   ``--latency-seconds``; p50 and p99 of the time from ``produce()`` to the acknowledgement, and
   the brokers' CPU meanwhile.
@@ -43,7 +44,7 @@ import cluster_bench as cb  # noqa: E402  (same directory: the two clusters)
 import cpu_profile  # noqa: E402
 
 log, cpu_seconds = cb.log, cb.cpu_seconds
-AdminClient, NewTopic, ck = cb.AdminClient, cb.NewTopic, cb.ck
+AdminClient, ck = cb.AdminClient, cb.ck
 
 
 def rss_mb(pid: int) -> float:
@@ -61,33 +62,17 @@ def _metadata(bootstrap: str, timeout: float = 10.0):
     return AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=timeout)
 
 
-def _complete(bootstrap: str, topics: set[str], per_topic: int) -> bool:
-    md = _metadata(bootstrap)
-    for name in topics:
-        t = md.topics.get(name)
-        if t is None or t.error is not None or len(t.partitions) != per_topic:
-            return False
-        for p in t.partitions.values():
-            if p.leader < 0 or sorted(p.isrs) != sorted(p.replicas):
-                return False
-    return True
-
-
 def create(c: cb.Cluster, size: int, per_topic: int, timeout: float) -> tuple[list[str], float]:
     """``size`` partitions at RF 3; (topic names, seconds until every ISR is full)."""
     tag = uuid.uuid4().hex[:6]
     names = [f"scale-{tag}-{i:05d}" for i in range(max(1, size // per_topic))]
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
     t0 = time.monotonic()
-    for i in range(0, len(names), 50):
-        futures = admin.create_topics([NewTopic(n, per_topic, 3) for n in names[i:i + 50]],
-                                      operation_timeout=120, request_timeout=120)
-        for f in futures.values():
-            f.result(180)
-        if i and i % 500 == 0:
-            log(f"{c.name}:   {i} topics created")
+    for i in range(0, len(names), 500):
+        cb.create_many(c.bootstrap, names[i:i + 500], per_topic, 3, batch=50, timeout=120)
+        if len(names) > 500:
+            log(f"{c.name}:   {min(i + 500, len(names))} topics created")
     deadline = t0 + timeout
-    while not _complete(c.bootstrap, set(names), per_topic):
+    while not cb.topics_complete(c.bootstrap, set(names), per_topic):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{c.name}: ISRs not full {timeout} s after creating {size} partitions")
         time.sleep(1)
@@ -163,7 +148,7 @@ def restart(c: cb.Cluster, names: list[str], per_topic: int, timeout: float) -> 
                 pass
         if serving is not None:
             try:
-                if _complete(c.bootstrap, set(names), per_topic):
+                if cb.topics_complete(c.bootstrap, set(names), per_topic):
                     return {"serving_s": serving, "isr_full_s": time.monotonic() - t0}
             except Exception:  # noqa: BLE001
                 pass
@@ -186,7 +171,8 @@ def run_size(make, size: int, args) -> dict:
         log(f"{c.name}:   ISRs full {fill_s:.1f} s after the first CreateTopics")
         time.sleep(args.settle_seconds)
         out = {"isr_fill_s": fill_s, "idle": idle(c, args.idle_seconds)}
-        log(f"{c.name}:   idle {out['idle']['broker_cores']:.3f} cores, RSS {out['idle']['rss_mb']:.0f} MB")
+        log(f"{c.name}:   idle {out['idle']['broker_cores']:.3f} cores (etcd {out['idle']['other_cores']:.3f}), "
+            f"RSS {out['idle']['rss_mb']:.0f} MB")
         if args.profile_seconds and isinstance(c, cb.OursCluster):
             try:
                 out["profile"] = profile_idle(c, size, args)
@@ -215,6 +201,7 @@ def profile_idle(c: cb.Cluster, size: int, args) -> dict:
 
 FIGURES = [
     ("idle CPU, three brokers (cores)", lambda r: r["idle"]["broker_cores"]),
+    ("idle CPU, etcd (cores)", lambda r: r["idle"]["other_cores"] if r["idle"]["other_cores"] else None),
     ("RSS, three brokers (MB)", lambda r: r["idle"]["rss_mb"]),
     ("acks=all p50 at 200 records/s (ms)", lambda r: r["latency"]["p50_ms"]),
     ("acks=all p99 at 200 records/s (ms)", lambda r: r["latency"]["p99_ms"]),
@@ -247,7 +234,7 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 3, figsize=(14, 8))
+    fig, axes = plt.subplots(2, 4, figsize=(18, 8))
     for ax, (title, get) in zip(axes.flat, FIGURES):
         for target, style in (("ours", "o-"), ("kafka", "s--")):
             points = []
@@ -265,6 +252,8 @@ def plot(results: dict, path: Path) -> None:
         ax.set_xscale("log")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(FIGURES):]:
+        ax.axis("off")
     fig.suptitle("Three nodes, cost against partition count")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -283,6 +272,8 @@ def main(argv=None) -> int:
     ap.add_argument("--restart-timeout", type=float, default=600.0)
     # 10000 partitions need more than the cluster default's 512 MB per node.
     ap.add_argument("--kafka-heap", default="-Xmx1G -Xms1G")
+    ap.add_argument("--etcd-members", type=int, default=None,
+                    help="ours: etcd members, member i beside broker i (default: DevCluster's, one per node)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the clusters' temp dirs (logs, data)")
     ap.add_argument("--profile-seconds", type=float, default=0.0,
@@ -298,8 +289,8 @@ def main(argv=None) -> int:
     args.out_stem = out_json.with_suffix("")
     for size in [int(s) for s in args.sizes.split(",")]:
         for target in targets:
-            make = (lambda: cb.OursCluster(dict(cb.OURS_DEFAULT_OVERRIDES), args.keep)) if target == "ours" \
-                else (lambda: cb.KafkaCluster(args.kafka_heap, args.keep))
+            make = (lambda: cb.OursCluster(dict(cb.OURS_DEFAULT_OVERRIDES), args.keep, args.etcd_members)) \
+                if target == "ours" else (lambda: cb.KafkaCluster(args.kafka_heap, args.keep))
             try:
                 results[target][str(size)] = run_size(make, size, args)
             except Exception as exc:  # noqa: BLE001  (one size failing still reports the rest)

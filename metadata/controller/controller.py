@@ -45,6 +45,10 @@ class ControllerStore(Protocol):
 
     async def campaign(self) -> int: ...
 
+    def holds_controller(self, epoch: int) -> bool: ...
+
+    async def remove_stale_controller(self, epoch: int) -> None: ...
+
     async def alter_partitions(self, changes, controller_epoch: int | None = None) -> set: ...
 
 
@@ -116,6 +120,14 @@ class Controller:
 
     async def _campaign_if_vacant(self) -> None:
         if self.image.controller_id == self.image.node_id and self.image.controller_epoch:
+            if not self.store.holds_controller(self.image.controller_epoch):
+                # The key names this node but is not this process's: its previous life's (a
+                # restart after kill -9) or one whose lease it lost. Not acted on; removed.
+                if self.epoch:
+                    log.info("controller_resigned", node_id=self.image.node_id, controller_epoch=self.epoch)
+                    self.epoch = 0
+                await self.store.remove_stale_controller(self.image.controller_epoch)
+                return
             if self.epoch != self.image.controller_epoch:
                 self.epoch = self.image.controller_epoch
                 log.info("controller_elected", node_id=self.image.node_id, controller_epoch=self.epoch)

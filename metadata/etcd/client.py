@@ -53,6 +53,11 @@ log = structlog.get_logger("metadata.etcd.client")
 ETCD_ERRORS = (etcd_errors.ClientError, grpc.aio.AioRpcError, OSError, asyncio.TimeoutError)
 CALL_TIMEOUT_S = 5.0  # one call on one member; a member that takes longer is treated as failed
 CLOSE_TIMEOUT_S = 2.0  # closing a channel waits on its watch stream's lock: never longer
+# A member without a leader is asked again for this long before the client moves on: during an
+# election every member has none for about a second, and moving would only churn channels; a
+# member that stays without one is in a minority.
+NO_LEADER_GRACE_S = 0.5
+NO_LEADER_RETRY_S = 0.1
 
 # Errors etcd (or gRPC) gives before a request reached Raft: a write refused with one of these
 # was not applied, and may go to the next member as it is.
@@ -241,6 +246,7 @@ class FailoverEtcdClient:
         self.on_switch = on_switch
         self._member = self._client(self._index)
         self._closing: set[asyncio.Task] = set()
+        self._leaderless_since: dict[str, float] = {}  # member address -> first "no leader" seen
 
     def _client(self, index: int) -> EtcdClient:
         host, port = self.endpoints[index]
@@ -300,13 +306,18 @@ class FailoverEtcdClient:
             generation, member = self.generation, self._member
             try:
                 try:
-                    return await asyncio.wait_for(self._run(member, op), min(remaining, per_member))
+                    result = await asyncio.wait_for(self._run(member, op), min(remaining, per_member))
                 except asyncio.CancelledError as cancelled:
                     raise closed_under(cancelled) from None
+                self._leaderless_since.pop(member.address, None)
+                return result
             except ETCD_ERRORS as exc:
                 if not member_failed(exc):
                     raise
                 last = exc
+                if self._still_electing(member.address, exc):
+                    await asyncio.sleep(min(NO_LEADER_RETRY_S, max(deadline - time.monotonic(), 0)))
+                    continue
                 if write and not not_sent(exc):
                     self.switch(generation, exc)
                     raise WriteOutcomeUnknown(f"{member.address}: {exc!r}"[:300]) from exc
@@ -314,6 +325,13 @@ class FailoverEtcdClient:
                 tried += 1
                 if tried % len(self.endpoints) == 0:  # every member failed once: do not spin
                     await asyncio.sleep(min(0.2 * (tried // len(self.endpoints)), 1.0, max(deadline - time.monotonic(), 0)))
+
+    def _still_electing(self, address: str, exc: BaseException) -> bool:
+        """Whether ``exc`` is "no leader" from a member that has had none for less than the grace."""
+        if "no leader" not in f"{exc} {exc.__cause__ or ''}":
+            return False
+        since = self._leaderless_since.setdefault(address, time.monotonic())
+        return time.monotonic() - since < NO_LEADER_GRACE_S
 
     @staticmethod
     async def _run(member: EtcdClient, op):

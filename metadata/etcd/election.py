@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 
 import structlog
+from aetcd import exceptions as etcd_errors
 
 from .client import ETCD_ERRORS, FailoverEtcdClient, StoreUnavailable, WriteOutcomeUnknown
 from .keys import KeySpace
@@ -32,6 +33,7 @@ class ControllerElection:
         self.node_id = node_id
         self.ttl = ttl_s
         self.lease_id: int | None = None  # while this broker holds the key
+        self.epoch = 0  # the key's create_revision when this broker took it
         self._keepalive: asyncio.Task | None = None
 
     async def campaign(self) -> int:
@@ -46,13 +48,20 @@ class ControllerElection:
             got = await self.client.get(key)  # ours if the campaign was applied
             ok = got is not None and got.lease == lease
             revision = got.create_revision if ok else 0
+        except etcd_errors.ClientError as exc:
+            await self._revoke_quietly(lease)
+            if "lease not found" not in str(exc):
+                raise
+            # The lease lapsed before the campaign reached etcd (a stalled process): no harm done.
+            log.info("controller_campaign_lease_lapsed", node_id=self.node_id)
+            return 0
         except BaseException:
             await self._revoke_quietly(lease)
             raise
         if not ok:
             await self._revoke_quietly(lease)
             return 0
-        self.lease_id = lease
+        self.lease_id, self.epoch = lease, revision
         self._keepalive = asyncio.get_running_loop().create_task(self._keepalive_loop(lease))
         return revision
 
@@ -71,6 +80,21 @@ class ControllerElection:
                 if self.lease_id == lease:
                     self.lease_id = None
                 return
+
+    def holds(self, epoch: int) -> bool:
+        """Whether this broker took the controller key at ``epoch`` and keeps its lease."""
+        return self.lease_id is not None and self.epoch == epoch
+
+    async def remove_stale(self, epoch: int) -> None:
+        """Delete a controller key of ``epoch`` that names this broker but is not this process's
+        (its previous life's, whose process is gone, or one whose lease this process lost):
+        a new controller is elected now rather than when that lease lapses."""
+        key, t = self.keys.key("controller"), self.client.transactions
+        try:
+            await self.client.transaction([t.create(key) == epoch], [t.delete(key)])
+        except WriteOutcomeUnknown:
+            pass  # deleted or not, the next pass sees the key as it is
+        log.info("stale_controller_key_removed", node_id=self.node_id, controller_epoch=epoch)
 
     async def resign(self) -> None:
         """Give up the controller role at once (a controlled shutdown), if held."""

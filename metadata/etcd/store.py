@@ -224,3 +224,9 @@ class EtcdMetadataStore:
 
     async def resign(self) -> None:
         await self.election.resign()
+
+    def holds_controller(self, epoch: int) -> bool:
+        return self.election.holds(epoch)
+
+    async def remove_stale_controller(self, epoch: int) -> None:
+        await self.election.remove_stale(epoch)

@@ -22,6 +22,7 @@ transactions do, and a refused compare is answered as Kafka answers a stale requ
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -42,6 +43,7 @@ __all__ = ["MetadataWriter", "WRITE_TIMEOUT_S"]
 log = structlog.get_logger("metadata.etcd.writer")
 
 WRITE_TIMEOUT_S = 15.0  # a write still unapplied after this answers REQUEST_TIMED_OUT
+PARTITION_WRITES_IN_FLIGHT = 64  # partition records written at once by one alter_partitions
 
 Check = Callable[[object | None], bool]  # a key's current kv (None: absent) -> holds our write
 
@@ -252,17 +254,27 @@ class MetadataWriter:
         makes of AlterPartition's broker epochs). Returns the partitions written (a stale one
         is skipped, not retried)."""
         t = self.t
-        written, revision = set(), 0
         guard = [] if controller_epoch is None else [t.create(self.keys.key("controller")) == controller_epoch]
         guard += [t.create(self.keys.key("alive", node)) == epoch
                   for node, epoch in sorted((broker_epochs or {}).items())]
-        for topic, index, state, expected in changes:
+        in_flight = asyncio.Semaphore(PARTITION_WRITES_IN_FLIGHT)
+
+        async def write(topic: str, index: int, state: PartitionState, expected: int) -> tuple[bool, int]:
             key = self.keys.key("partitions", topic, index)
             value = dumps(state.to_json())
-            ok, rev = await self.txn([*guard, t.mod(key) == expected], [t.put(key, value)], {key: self.holds(value)})
-            if ok:
-                written.add((topic, index))
-                revision = max(revision, rev)
+            async with in_flight:
+                return await self.txn([*guard, t.mod(key) == expected], [t.put(key, value)], {key: self.holds(value)})
+
+        # Each partition on its own (one stale record refuses only itself), many at once: etcd
+        # batches concurrent proposals into one Raft round and one fsync, where writes one
+        # after another cost a round each (a restart fencing 3000 partitions took 25 s so).
+        changes = list(changes)
+        outcomes = await asyncio.gather(*(write(*c) for c in changes), return_exceptions=True)
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is not None:
+            raise failed
+        written = {(topic, index) for (topic, index, _, _), (ok, _) in zip(changes, outcomes) if ok}
+        revision = max((rev for ok, rev in outcomes if ok), default=0)
         if wait and revision:
             await self.wait_applied(revision)
         return written

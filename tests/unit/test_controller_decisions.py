@@ -157,3 +157,37 @@ def test_clients_are_sent_to_the_broker_that_answered_while_it_is_unfenced():
     assert cache.controller_for_clients(1) == 3
     cache.controller_id = NO_LEADER  # and between two controllers: still never -1
     assert cache.controller_for_clients(1) == 1
+
+
+def test_a_controller_key_naming_this_node_but_not_held_by_this_process_is_removed_not_obeyed():
+    """A broker restarted after kill -9 finds its previous life's controller key (its lease not
+    yet lapsed): it does not act as controller on that epoch; it removes the key, and the next
+    pass campaigns."""
+    import asyncio
+
+    from metadata.controller.controller import Controller
+    from metadata.image import MetadataCache
+
+    class Store:
+        connected = True
+        removed: list[int] = []
+
+        def holds_controller(self, epoch: int) -> bool:
+            return epoch == 9
+
+        async def remove_stale_controller(self, epoch: int) -> None:
+            self.removed.append(epoch)
+
+        async def campaign(self) -> int:
+            return 9
+
+    image = MetadataCache(node_id=1)
+    image.controller_id, image.controller_epoch = 1, 5  # the previous life's
+    store = Store()
+    controller = Controller(image, store, {})
+    asyncio.run(controller._campaign_if_vacant())
+    assert store.removed == [5] and not controller.is_active
+    image.controller_id, image.controller_epoch = -1, 0  # the key is gone: campaign
+    asyncio.run(controller._campaign_if_vacant())
+    image.controller_id, image.controller_epoch = 1, 9
+    assert controller.epoch == 9 and controller.is_active

@@ -69,55 +69,29 @@ def wait_for_port(port: int, timeout: float = 30.0, proc: subprocess.Popen | Non
     raise TimeoutError(f"{what} did not listen on {port} within {timeout}s")
 
 
-class Node:
-    """One broker process of the cluster; keeps its node id, port and data directory."""
+class ClusterProcess:
+    """A process of the cluster started from a command, with its data directory and its log
+    (``<data dir>.log``, one ``==== start`` line per start): ``alive``, ``kill9``, ``pause``,
+    ``resume``, ``wipe``, ``output``."""
 
-    def __init__(self, cluster: DevCluster, node_id: int, port: int, host: str = "127.0.0.1",
-                 command_prefix: list[str] | None = None) -> None:
-        self.cluster = cluster
-        self.node_id = node_id
-        self.port = port
-        self.host = host
-        self.command_prefix = list(command_prefix or [])  # e.g. ip netns exec NS
-        self.data_dir = os.path.join(cluster.data_dir, f"broker-{node_id}")
-        self.log_path = self.data_dir + ".log"
-        self.proc: subprocess.Popen | None = None
-        self.overrides: dict[str, str] = {}
+    cluster: DevCluster
+    data_dir: str
+    log_path: str
+    proc: subprocess.Popen | None = None
 
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
+    def command(self) -> list[str]:
+        raise NotImplementedError
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def command(self) -> list[str]:
-        props = {**self.cluster.broker_properties(), "node.id": str(self.node_id),
-                 "listeners": f"{self.cluster.listener_name}://{self.host}:{self.port}", "log.dirs": self.data_dir,
-                 **self.overrides}
-        cmd = [*self.command_prefix, sys.executable, "-m", "broker"]
-        for k, v in props.items():
-            cmd += ["--override", f"{k}={v}"]
-        return cmd
-
-    def start(self, wait: bool = True, timeout: float = 60.0) -> Node:
+    def _spawn(self, cwd: Path | None = None) -> None:
         with open(self.log_path, "a") as out:
             out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n")
             out.flush()
-            self.proc = subprocess.Popen(self.command(), cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(self.command(), cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True, preexec_fn=child_setup(self.cluster.die_with_parent))
-        if wait:
-            self.wait_listening(timeout)
-        return self
-
-    def wait_listening(self, timeout: float) -> None:
-        wait_for_port(self.port, timeout, self.proc, f"broker {self.node_id}", self.host)
-
-    def stop(self, timeout: float = 40.0) -> int:
-        """SIGTERM (a controlled shutdown; a paused broker is resumed first), then SIGKILL."""
-        code = terminate(self.proc, timeout)
-        return 0 if code is None else code
 
     def kill9(self) -> None:
         if self.alive:
@@ -133,7 +107,7 @@ class Node:
             self.proc.send_signal(signal.SIGCONT)
 
     def wipe(self) -> None:
-        """Delete the data directory (the broker must be down): it returns empty."""
+        """Delete the data directory (the process must be down)."""
         assert not self.alive
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
@@ -145,9 +119,53 @@ class Node:
             return ""
 
 
-class EtcdMember:
+class Node(ClusterProcess):
+    """One broker process of the cluster; keeps its node id, port and data directory. Wiped,
+    it returns empty."""
+
+    def __init__(self, cluster: DevCluster, node_id: int, port: int, host: str = "127.0.0.1",
+                 command_prefix: list[str] | None = None) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.port = port
+        self.host = host
+        self.command_prefix = list(command_prefix or [])  # e.g. ip netns exec NS
+        self.data_dir = os.path.join(cluster.data_dir, f"broker-{node_id}")
+        self.log_path = self.data_dir + ".log"
+        self.overrides: dict[str, str] = {}
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        props = {**self.cluster.broker_properties(), "node.id": str(self.node_id),
+                 "listeners": f"{self.cluster.listener_name}://{self.host}:{self.port}", "log.dirs": self.data_dir,
+                 **self.overrides}
+        cmd = [*self.command_prefix, sys.executable, "-m", "broker"]
+        for k, v in props.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def start(self, wait: bool = True, timeout: float = 60.0) -> Node:
+        self._spawn(cwd=REPO)
+        if wait:
+            self.wait_listening(timeout)
+        return self
+
+    def wait_listening(self, timeout: float) -> None:
+        wait_for_port(self.port, timeout, self.proc, f"broker {self.node_id}", self.host)
+
+    def stop(self, timeout: float = 40.0) -> int:
+        """SIGTERM (a controlled shutdown; a paused broker is resumed first), then SIGKILL."""
+        code = terminate(self.proc, timeout)
+        return 0 if code is None else code
+
+
+class EtcdMember(ClusterProcess):
     """One member of the cluster's etcd (the metadata store), beside a broker as KRaft's combined
-    nodes are: ``kill9``/``pause``/``resume``/``start``/``stop``/``alive`` as a broker's :class:`Node`."""
+    nodes are: ``kill9``/``pause``/``resume``/``start``/``stop``/``alive`` as a broker's :class:`Node`.
+    Wiped, it can only come back as a new member (``DevCluster.joining_etcd_member``)."""
 
     def __init__(self, cluster: DevCluster, member_id: int, host: str = "127.0.0.1",
                  command_prefix: list[str] | None = None) -> None:
@@ -160,7 +178,6 @@ class EtcdMember:
         self.peer_port = free_port()
         self.data_dir = os.path.join(cluster.data_dir, self.name)
         self.log_path = self.data_dir + ".log"
-        self.proc: subprocess.Popen | None = None
         # "new" for a member of the first start; "existing" for one added to a running cluster
         # (etcdctl member add), which joins with the members named in ``initial_cluster``.
         self.initial_state = "new"
@@ -177,10 +194,6 @@ class EtcdMember:
     @property
     def peer_url(self) -> str:
         return f"{self.cluster.etcd_peer_scheme}://{self.host}:{self.peer_port}"
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def command(self) -> list[str]:
         binary = etcd_binary()
@@ -199,11 +212,7 @@ class EtcdMember:
         return cmd
 
     def start(self, wait: bool = True, timeout: float = 30.0) -> EtcdMember:
-        with open(self.log_path, "a") as out:
-            out.write(f"\n==== start {time.strftime('%H:%M:%S')} ====\n")
-            out.flush()
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                         preexec_fn=child_setup(self.cluster.die_with_parent))
+        self._spawn()
         if wait:
             wait_for_port(self.client_port, timeout, self.proc, self.name, self.host)
         return self
@@ -211,24 +220,6 @@ class EtcdMember:
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (a paused member is resumed first), then SIGKILL."""
         terminate(self.proc, timeout)
-
-    def kill9(self) -> None:
-        if self.alive:
-            self.proc.kill()
-            self.proc.wait()
-
-    def pause(self) -> None:
-        if self.alive:
-            self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.alive:
-            self.proc.send_signal(signal.SIGCONT)
-
-    def wipe(self) -> None:
-        """Delete the member's data (it must be down): it can only come back as a new member."""
-        assert not self.alive
-        shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def health(self, timeout: float = 2.0) -> bool:
         """Whether the member answers /health with a leader (it serves reads and writes)."""
@@ -239,13 +230,6 @@ class EtcdMember:
                 return json.loads(r.read()).get("health") == "true"
         except (OSError, ValueError):
             return False
-
-    def output(self) -> str:
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
 
 
 class DevCluster:
